@@ -1,0 +1,31 @@
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+
+.PHONY: run test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+run: $(VENV)/.installed
+	$(PY) examples/demo.py
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check segments checkpoints logmgr cli tests bench examples
+	$(PY) -m mypy --strict segments checkpoints
+
+test: $(VENV)/.installed lint
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.bench-installed
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

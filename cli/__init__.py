@@ -1,0 +1,1 @@
+"""The ``logmgr`` command line: a thin click layer over the library."""
