@@ -1,0 +1,171 @@
+"""Rebuild a partition's ``.index``, ``.timeindex`` and ``.txnindex`` files from its ``.log`` files.
+
+The rule is Kafka's segment-recovery rule (``kafka-format.md`` §6.3 and the last section of §9): one offset entry
+``(batch.lastOffset, batchStart)`` whenever more than ``index.interval.bytes`` were passed since the last entry,
+a time entry beside it when the max timestamp so far grew, one final time entry, files trimmed as after a clean
+shutdown. A ``.txnindex`` is written only for segments holding ABORT markers of non-empty transactions; open
+transactions are carried from segment to segment in offset order.
+
+The ``.log`` files are never modified. New index files are built in a temporary directory inside the target
+directory (the broker's loader only looks at regular files), fsynced, then renamed over the old ones and the
+directory fsynced: a crash leaves either the old or the new index, never a partial one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checkpoints.atomic import fsync_dir
+from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE
+from segments.errors import StorageFormatError
+from segments.file_records import FileRecords
+from segments.log_segment import DEFAULT_INDEX_INTERVAL_BYTES, LogSegment
+from segments.naming import (
+    LOG_SUFFIX,
+    offset_from_file_name,
+    offset_index_file,
+    time_index_file,
+    transaction_index_file,
+)
+from segments.offset_index import OffsetIndex
+from segments.time_index import TimeIndex
+from segments.transaction_index import TransactionIndex
+from segments.transactions import TransactionTracker
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentReindex:
+    """What was rebuilt for one segment."""
+
+    log: Path
+    base_offset: int
+    batches: int
+    offset_entries: int
+    time_entries: int
+    aborted_txns: int
+    valid_bytes: int
+    invalid_tail_bytes: int
+    error: StorageFormatError | None
+    written: tuple[Path, ...]
+
+
+@dataclass(slots=True)
+class ReindexReport:
+    """Per-segment results of :func:`reindex`."""
+
+    segments: list[SegmentReindex] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every ``.log`` was valid to its end."""
+        return all(s.error is None and s.invalid_tail_bytes == 0 for s in self.segments)
+
+
+def find_logs(target: Path) -> list[Path]:
+    """The ``.log`` files of a partition dir (sorted by base offset), or ``[target]`` for a ``.log`` file. O(n log n)."""
+    if target.is_dir():
+        logs = [p for p in target.iterdir() if p.is_file() and p.name.endswith(LOG_SUFFIX)]
+        return sorted(logs, key=lambda p: offset_from_file_name(p.name))
+    if not target.name.endswith(LOG_SUFFIX):
+        raise ValueError(f"{target} is neither a partition directory nor a .log file")
+    return [target]
+
+
+def reindex(
+    target: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str] | None = None,
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+    progress: Callable[[Path], None] | None = None,
+) -> ReindexReport:
+    """Rebuild the indexes of every segment of ``target`` (partition dir or ``.log`` file). O(total log bytes).
+
+    Writes into ``out`` when given (created if needed), else next to the ``.log`` files, replacing the old indexes
+    atomically. A segment whose ``.log`` has invalid bytes gets indexes over its valid prefix and reports the
+    error; the ``.log`` is left as it is (``recover`` truncates).
+    """
+    target_path = Path(target)
+    logs = find_logs(target_path)
+    report = ReindexReport()
+    tracker = TransactionTracker()
+    for log_path in logs:
+        if progress is not None:
+            progress(log_path)
+        destination = Path(out) if out is not None else log_path.parent
+        destination.mkdir(parents=True, exist_ok=True)
+        report.segments.append(
+            _reindex_segment(log_path, destination, tracker, index_interval_bytes, max_index_size)
+        )
+    return report
+
+
+def _reindex_segment(
+    log_path: Path,
+    destination: Path,
+    tracker: TransactionTracker,
+    index_interval_bytes: int,
+    max_index_size: int,
+) -> SegmentReindex:
+    base = offset_from_file_name(log_path.name)
+    staging = Path(tempfile.mkdtemp(prefix=".logmgr-reindex-", dir=destination))
+    try:
+        log = FileRecords(log_path)
+        segment = LogSegment(
+            log,
+            OffsetIndex(offset_index_file(staging, base), base, max_index_size),
+            TimeIndex(time_index_file(staging, base), base, max_index_size),
+            TransactionIndex(transaction_index_file(staging, base), base),
+            base,
+            index_interval_bytes=index_interval_bytes,
+        )
+        try:
+            result = segment.rebuild_indexes(transactions=tracker)
+            offset_entries = segment.offset_index.entries
+            aborted = len(segment.txn_index.all_aborted_txns())
+        finally:
+            segment.close()
+        time_entries = TimeIndex(time_index_file(staging, base), base, writable=False)
+        time_count = time_entries.entries
+        time_entries.close()
+        written = []
+        for build, final in (
+            (offset_index_file(staging, base), offset_index_file(destination, base)),
+            (time_index_file(staging, base), time_index_file(destination, base)),
+            (transaction_index_file(staging, base), transaction_index_file(destination, base)),
+        ):
+            if build.exists():
+                _fsync_file(build)
+                os.replace(build, final)
+                written.append(final)
+            else:
+                # No aborted transaction: Kafka has no .txnindex for this segment, so a stale one must go.
+                final.unlink(missing_ok=True)
+        fsync_dir(destination)
+        return SegmentReindex(
+            log_path,
+            base,
+            result.batches,
+            offset_entries,
+            time_count,
+            aborted,
+            result.valid_bytes,
+            result.truncated_bytes,
+            result.error,
+            tuple(written),
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

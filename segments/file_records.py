@@ -1,0 +1,216 @@
+"""A ``.log`` file as a sequence of batches (Kafka's ``FileRecords`` + ``FileLogInputStream``).
+
+Iteration follows Kafka's file rule: stop when fewer than 17 bytes remain or when a declared size runs past the
+end (a partial tail is not an error while iterating; :attr:`FileBatch.position` of the next batch tells the
+caller where valid data ends). A declared size below the 14-byte minimum record overhead is corrupt.
+
+Reads go through ``os.pread`` into large windows rather than ``mmap`` so that a reader never faults when the
+file is truncated under it; batches are views into immutable window buffers and stay valid after iteration moves
+on.
+
+Concurrency: one writer (append/truncate/flush) per file, any number of readers. Readers only use ``pread`` on
+the shared descriptor and a snapshot of :attr:`size_in_bytes`, so they need no lock; the writer updates the size
+after the bytes are written.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from segments.errors import CorruptRecordError, RecordTooLargeError
+from segments.legacy import RECORD_OVERHEAD_V0, LegacyRecordBatch
+from segments.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, DefaultRecordBatch, RecordBatch
+
+_PREFIX = struct.Struct(">qi")
+_WINDOW = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FileBatch:
+    """A batch found in a file: where it starts and a lazy view of its bytes."""
+
+    position: int
+    batch: RecordBatch
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.batch.size_in_bytes
+
+    @property
+    def end_position(self) -> int:
+        return self.position + self.batch.size_in_bytes
+
+
+def batch_view(buffer: bytes | memoryview) -> RecordBatch:
+    """A lazy batch view of ``buffer`` (prefix included), chosen by its magic byte. O(1).
+
+    Magic 0/1 give a :class:`LegacyRecordBatch`; anything else a :class:`DefaultRecordBatch` whose
+    ``ensure_valid`` rejects a magic other than 2, as Kafka's reader does.
+    """
+    magic = buffer[16]
+    if magic in (0, 1):
+        return LegacyRecordBatch(buffer)
+    return DefaultRecordBatch(buffer)
+
+
+def iter_batches(buffer: bytes | memoryview, *, start: int = 0, path: str | None = None) -> Iterator[FileBatch]:
+    """Batches of an in-memory log (a whole ``.log`` or a KRaft ``.checkpoint``), with the file rule. O(batches)."""
+    view = memoryview(buffer)
+    return walk_batches(lambda position, size: view[position : position + size], start, len(view), path=path)
+
+
+def walk_batches(
+    read: Callable[[int, int], bytes | memoryview],
+    start: int,
+    limit: int,
+    *,
+    path: str | None = None,
+    max_batch_size: int | None = None,
+) -> Iterator[FileBatch]:
+    """Kafka's batch iteration over bytes ``[start, limit)`` fetched through ``read(position, size)``.
+
+    ``read`` is called for large windows, so a file is read in a few big ``pread`` calls. Raises
+    :class:`CorruptRecordError` for a size below the minimum overhead and :class:`RecordTooLargeError` for a
+    declared size above ``max_batch_size`` when one is given. O(bytes).
+    """
+    position = start
+    window: bytes | memoryview = b""
+    window_start = position
+    while limit - position >= HEADER_SIZE_UP_TO_MAGIC:
+        if position + HEADER_SIZE_UP_TO_MAGIC > window_start + len(window):
+            window = read(position, min(_WINDOW, limit - position))
+            window_start = position
+            if len(window) < HEADER_SIZE_UP_TO_MAGIC:
+                return
+        local = position - window_start
+        _, size = _PREFIX.unpack_from(window, local)
+        if size < RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(
+                f"found record size {size} smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+                path=path,
+                position=position,
+            )
+        if max_batch_size is not None and size > max_batch_size:
+            raise RecordTooLargeError(
+                f"found record size {size} larger than the maximum allowed {max_batch_size}",
+                path=path,
+                position=position,
+            )
+        total = LOG_OVERHEAD + size
+        if position + total > limit:
+            return
+        if local + total > len(window):
+            window = read(position, max(min(_WINDOW, limit - position), total))
+            window_start = position
+            local = 0
+        try:
+            batch = batch_view(memoryview(window)[local : local + total])
+        except CorruptRecordError as err:
+            raise err.at(path, position_base=position) from None
+        yield FileBatch(position, batch)
+        position += total
+
+
+class FileRecords:
+    """An open ``.log`` (or KRaft ``.checkpoint``) file.
+
+    ``size_in_bytes`` starts as the file length (Kafka's rule for an existing file: a crashed preallocated file
+    includes its zero tail, which recovery later cuts).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, writable: bool = False, create: bool = False) -> None:
+        self._path = Path(path)
+        flags = os.O_RDWR if writable else os.O_RDONLY
+        if create:
+            flags |= os.O_CREAT
+        self._fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self._writable = writable
+        self._size = os.fstat(self._fd).st_size
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of the file that belong to the log. O(1)."""
+        return self._size
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def read(self, position: int, size: int) -> bytes:
+        """Up to ``size`` bytes from ``position`` (short at the end). O(size)."""
+        size = max(0, min(size, self._size - position))
+        if size == 0:
+            return b""
+        chunks = []
+        while size > 0:
+            chunk = os.pread(self._fd, size, position)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            position += len(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+    def batches(self, start: int = 0, end: int | None = None, *, max_batch_size: int | None = None) -> Iterator[FileBatch]:
+        """Iterate batches from byte ``start`` up to ``end`` (default: the current size); see
+        :func:`walk_batches` for the rule and errors. O(bytes read)."""
+        limit = self._size if end is None else min(end, self._size)
+        return walk_batches(self.read, start, limit, path=str(self._path), max_batch_size=max_batch_size)
+
+    def append(self, data: bytes | memoryview) -> int:
+        """Append bytes at the end; return the position they start at. O(len(data))."""
+        self._require_writable()
+        position = self._size
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self._fd, view[written:], position + written)
+        self._size += written
+        return position
+
+    def truncate_to(self, size: int) -> int:
+        """Cut the file to ``size`` bytes (never grows it); return the bytes removed. O(1)."""
+        self._require_writable()
+        if size < 0 or size > self._size:
+            raise ValueError(f"cannot truncate {self._path} of {self._size} bytes to {size}")
+        removed = self._size - size
+        os.ftruncate(self._fd, size)
+        self._size = size
+        return removed
+
+    def flush(self) -> None:
+        """fsync the file. O(dirty pages)."""
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close the descriptor (trimming a preallocated tail when writable). O(1)."""
+        if self._fd < 0:
+            return
+        if self._writable and os.fstat(self._fd).st_size != self._size:
+            os.ftruncate(self._fd, self._size)
+        os.close(self._fd)
+        self._fd = -1
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        """Rename the file, keeping it open. O(1)."""
+        os.replace(self._path, path)
+        self._path = Path(path)
+
+    def _require_writable(self) -> None:
+        if not self._writable:
+            raise PermissionError(f"{self._path} is open read-only")
+
+    def __enter__(self) -> FileRecords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -1,0 +1,503 @@
+"""One segment of a partition: a ``.log`` file and its ``.index``, ``.timeindex`` and ``.txnindex``.
+
+Mirrors Kafka's ``LogSegment`` (``kafka-format.md`` §3, §6). Index rules in brief:
+
+* on append, an offset-index entry ``(largest offset of the append, position where it starts)`` is added when
+  more than ``index.interval.bytes`` were appended since the last entry (so the first append is never indexed),
+  with a time-index entry ``(max timestamp so far, offset of the batch holding it)`` beside it;
+* :meth:`LogSegment.recover` rebuilds all three indexes batch by batch with Kafka's recovery rule and truncates
+  the ``.log`` at the first invalid batch;
+* closing or deactivating a segment appends one final time-index entry and trims both indexes.
+
+Concurrency: one writer per segment (append, truncate, recover, flush, close, rename) under the owning log's
+lock; readers call :meth:`read`, :meth:`translate_offset` and :meth:`find_offset_by_timestamp` without a lock
+(see :mod:`segments.file_records`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
+from segments.errors import CorruptRecordError, IndexOffsetOverflowError, StorageFormatError
+from segments.file_records import FileBatch, FileRecords, iter_batches
+from segments.naming import (
+    DELETED_SUFFIX,
+    log_file,
+    offset_index_file,
+    time_index_file,
+    transaction_index_file,
+)
+from segments.offset_index import OffsetIndex, OffsetPosition
+from segments.records import MAGIC_V2, NO_TIMESTAMP, RecordBatch
+from segments.time_index import TimeIndex, TimestampOffset
+from segments.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
+from segments.transactions import TransactionTracker
+
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+
+_UNKNOWN = TimestampOffset(NO_TIMESTAMP, -1)
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetPosition:
+    """The batch found for an offset: its last offset, where it starts and its size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSlice:
+    """A read result: the first batch's offset and a byte range of the segment's ``.log``."""
+
+    offset: int
+    segment_base_offset: int
+    position: int
+    size: int
+    first_entry_incomplete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """A record found by timestamp: its timestamp and offset."""
+
+    timestamp: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    """What a recovery or index rebuild found: bytes of valid batches, bytes cut, and the error that ended the
+    scan (``None`` when the whole file was valid or ended in a partial batch)."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    batches: int
+    error: StorageFormatError | None
+
+
+BatchObserver = Callable[[RecordBatch], None]
+
+
+class LogSegment:
+    """A segment: ``.log`` + offset index + time index + transaction index, starting at ``base_offset``."""
+
+    def __init__(
+        self,
+        log: FileRecords,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        txn_index: TransactionIndex,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        roll_jitter_ms: int = 0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.log = log
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.txn_index = txn_index
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock
+        self.created_ms = int(clock() * 1000)
+        self.rolling_based_timestamp: int | None = None
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp_and_offset: TimestampOffset | None = None
+
+    # -- opening ----------------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        base_offset: int,
+        *,
+        file_suffix: str = "",
+        writable: bool = True,
+        create: bool = False,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        roll_jitter_ms: int = 0,
+        clock: Callable[[], float] = time.time,
+    ) -> LogSegment:
+        """Open (``create=True``: create) the segment with ``base_offset`` in ``directory``. O(1).
+
+        A writable segment creates missing index files (preallocated to ``max_index_size``). A read-only segment
+        (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as empty.
+        """
+        directory = Path(directory)
+        log = FileRecords(log_file(directory, base_offset, file_suffix), writable=writable, create=create)
+        try:
+            offset_index = OffsetIndex(
+                _existing_or_new(offset_index_file(directory, base_offset, file_suffix), writable),
+                base_offset,
+                max_index_size,
+                writable,
+            )
+            time_index = TimeIndex(
+                _existing_or_new(time_index_file(directory, base_offset, file_suffix), writable),
+                base_offset,
+                max_index_size,
+                writable,
+            )
+        except BaseException:
+            log.close()
+            raise
+        txn_index = TransactionIndex(transaction_index_file(directory, base_offset, file_suffix), base_offset)
+        return cls(
+            log,
+            offset_index,
+            time_index,
+            txn_index,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            roll_jitter_ms=roll_jitter_ms,
+            clock=clock,
+        )
+
+    # -- sizes and timestamps ---------------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """Bytes in the ``.log``. O(1)."""
+        return self.log.size_in_bytes
+
+    def _max_timestamp_so_far(self) -> TimestampOffset:
+        # After a restart the max timestamp comes from the last time-index entry, as in Kafka.
+        if self._max_timestamp_and_offset is None:
+            self._max_timestamp_and_offset = self.time_index.last_entry
+        return self._max_timestamp_and_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        """Largest batch max timestamp appended (or the last time-index entry after reopening). O(1)."""
+        return self._max_timestamp_so_far().timestamp
+
+    @property
+    def shallow_offset_of_max_timestamp_so_far(self) -> int:
+        """Last offset of the batch holding :attr:`max_timestamp_so_far`. O(1)."""
+        return self._max_timestamp_so_far().offset
+
+    def largest_timestamp(self) -> int:
+        """Kafka's ``largestTimestamp`` for retention: the max record timestamp, else the ``.log`` mtime. O(1)."""
+        timestamp = self.max_timestamp_so_far
+        if timestamp >= 0:
+            return timestamp
+        return int(os.stat(self.log.path).st_mtime * 1000)
+
+    # -- writing ----------------------------------------------------------------------------------------------
+
+    def append(self, records: bytes | memoryview) -> int:
+        """Append one or more whole batches (already offset-assigned and validated by the caller); return the
+        position they start at. O(len(records)) for the header walk and the write.
+
+        Index entries follow Kafka's append rule (see the module docstring). Raises
+        :class:`IndexOffsetOverflowError` when the largest offset does not fit the segment.
+        """
+        largest_offset = -1
+        largest_timestamp = NO_TIMESTAMP
+        shallow_offset_of_max = -1
+        count = 0
+        for found in iter_batches(records):
+            batch = found.batch
+            count += 1
+            largest_offset = max(largest_offset, batch.last_offset)
+            if batch.max_timestamp > largest_timestamp:
+                largest_timestamp = batch.max_timestamp
+                shallow_offset_of_max = batch.last_offset
+            end = found.end_position
+        if count == 0 or end != len(records):
+            raise CorruptRecordError(f"append to {self.log.path} must hold whole batches")
+        self._ensure_offset_in_range(largest_offset)
+        if self.size == 0:
+            self.rolling_based_timestamp = largest_timestamp
+        position = self.log.append(records)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max)
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += len(records)
+        return position
+
+    def append_aborted_txn(self, aborted: AbortedTxn) -> None:
+        """Record an aborted transaction whose ABORT marker lies in this segment. O(1)."""
+        self.txn_index.append(aborted)
+
+    def _ensure_offset_in_range(self, offset: int) -> None:
+        if not 0 <= offset - self.base_offset <= MAX_RELATIVE_OFFSET:
+            raise IndexOffsetOverflowError(
+                f"offset {offset} does not fit a segment based at {self.base_offset}", path=self.log.path
+            )
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def batches(self, start_position: int = 0) -> Iterator[FileBatch]:
+        """Batches from ``start_position`` (Kafka's file iteration rule). O(bytes read)."""
+        return self.log.batches(start_position)
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The first batch whose last offset is ``>= offset``, searching from the offset index's entry. O(log n +
+        bytes scanned); ``None`` when the offset is past this segment."""
+        mapping = self.offset_index.lookup(offset)
+        for found in self.log.batches(max(mapping.position, starting_position)):
+            if found.batch.last_offset >= offset:
+                return LogOffsetPosition(found.batch.last_offset, found.position, found.size_in_bytes)
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        *,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchSlice | None:
+        """The byte range to serve a fetch from ``start_offset``: whole batches from the one holding the offset,
+        at most ``max_size`` bytes (at least the first batch when ``min_one_message``) and never past
+        ``max_position`` (default: the segment size). ``None`` when the offset is past this segment.
+        O(log n + bytes scanned)."""
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for a read from {self.log.path}")
+        start = self.translate_offset(start_offset)
+        if start is None:
+            return None
+        adjusted = max(max_size, start.size) if min_one_message else max_size
+        limit = self.size if max_position is None else max_position
+        size = max(0, min(limit - start.position, adjusted))
+        return FetchSlice(start.offset, self.base_offset, start.position, size, adjusted < start.size)
+
+    def read_bytes(self, fetch: FetchSlice) -> bytes:
+        """The bytes of a :meth:`read` result. O(size)."""
+        return self.log.read(fetch.position, fetch.size)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampAndOffset | None:
+        """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset``. O(log n + bytes
+        scanned); decodes only batches whose max timestamp reaches the target."""
+        starting = self.base_offset if starting_offset is None else starting_offset
+        entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, starting)).position
+        for found in self.log.batches(position):
+            if found.batch.max_timestamp >= timestamp:
+                for record in found.batch.records():
+                    if record.timestamp >= timestamp and record.offset >= starting:
+                        return TimestampAndOffset(record.timestamp, record.offset)
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch: base offset if empty. O(bytes after the last index entry)."""
+        next_offset = self.base_offset
+        for found in self.log.batches(self.offset_index.lookup(self.offset_index.last_offset).position):
+            next_offset = found.batch.next_offset
+        return next_offset
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` from this segment's
+        ``.txnindex``. O(entries)."""
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
+        """Offset of the first index entry at or after ``start_position + fetch_size``. O(log n)."""
+        found = self.offset_index.fetch_upper_bound_offset(start_position, fetch_size)
+        return None if found is None else found.offset
+
+    # -- recovery and truncation ------------------------------------------------------------------------------
+
+    def rebuild_indexes(
+        self,
+        *,
+        transactions: TransactionTracker | None = None,
+        observer: BatchObserver | None = None,
+    ) -> RecoveryResult:
+        """Reset all three indexes and rebuild them from the ``.log`` with Kafka's recovery rule, without touching
+        the ``.log``. O(size): a header walk with CRC; only control batches are decoded.
+
+        ``transactions`` carries transactions opened in earlier segments (a fresh tracker when ``None``);
+        ``observer`` sees every valid batch (producer state, leader epochs). The scan ends at the first invalid
+        batch (returned as ``error``) or a partial tail. :class:`IndexOffsetOverflowError` propagates, as in Kafka
+        (the segment must be split).
+        """
+        tracker = TransactionTracker() if transactions is None else transactions
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        valid_bytes = 0
+        last_index_entry = 0
+        count = 0
+        max_so_far = _UNKNOWN
+        error: StorageFormatError | None = None
+        try:
+            for found in self.log.batches():
+                batch = found.batch
+                try:
+                    batch.ensure_valid()
+                except CorruptRecordError as err:
+                    raise err.at(self.log.path, position_base=found.position) from None
+                self._ensure_offset_in_range(batch.last_offset)
+                if batch.max_timestamp > max_so_far.timestamp:
+                    max_so_far = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(batch.last_offset, valid_bytes)
+                    self.time_index.maybe_append(max_so_far.timestamp, max_so_far.offset)
+                    last_index_entry = valid_bytes
+                if batch.magic >= MAGIC_V2:
+                    try:
+                        completed = tracker.on_batch(batch)
+                    except CorruptRecordError as err:
+                        raise CorruptRecordError(err.message, path=self.log.path, position=found.position) from None
+                    if completed is not None and completed.is_aborted:
+                        self.txn_index.append(
+                            AbortedTxn(
+                                completed.producer_id,
+                                completed.first_offset,
+                                completed.last_offset,
+                                completed.last_stable_offset,
+                            )
+                        )
+                    if observer is not None:
+                        observer(batch)
+                valid_bytes += batch.size_in_bytes
+                count += 1
+        except IndexOffsetOverflowError:
+            raise
+        except CorruptRecordError as err:
+            error = err if err.path is not None else err.at(self.log.path, position_base=valid_bytes)
+        self._max_timestamp_and_offset = max_so_far
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        return RecoveryResult(valid_bytes, self.size - valid_bytes, count, error)
+
+    def recover(
+        self,
+        *,
+        transactions: TransactionTracker | None = None,
+        observer: BatchObserver | None = None,
+    ) -> RecoveryResult:
+        """Kafka's ``LogSegment.recover`` (§6.3): rebuild the indexes, truncate the ``.log`` to the valid prefix,
+        trim the indexes and append the final time-index entry. O(size)."""
+        result = self.rebuild_indexes(transactions=transactions, observer=observer)
+        if result.truncated_bytes > 0:
+            self.log.truncate_to(result.valid_bytes)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.time_index.trim_to_valid_size()
+        return result
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is ``>= offset`` (whole batches) and index entries from
+        ``offset`` on; return the bytes removed. O(log n + bytes scanned)."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        removed = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        if self.size == 0:
+            self.created_ms = int(self._clock() * 1000)
+            self.rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp_and_offset = None
+        if self.max_timestamp_so_far >= 0:
+            self._max_timestamp_and_offset = self._read_largest_timestamp()
+        return removed
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        last = self.time_index.last_entry
+        best = last
+        for found in self.log.batches(self.offset_index.lookup(last.offset).position):
+            if found.batch.max_timestamp > best.timestamp:
+                best = TimestampOffset(found.batch.max_timestamp, found.batch.last_offset)
+        return best
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    def on_become_inactive_segment(self) -> None:
+        """On roll: final time-index entry, trim both indexes and the ``.log``. O(1)."""
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def flush(self) -> None:
+        """fsync the ``.log``, both index maps and the ``.txnindex``. O(dirty pages)."""
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        """Append the final time-index entry (if anything was appended) and close every file, trimming the
+        indexes. O(1)."""
+        if self.log.closed:
+            return
+        if self._max_timestamp_and_offset is not None and self._max_timestamp_and_offset != _UNKNOWN:
+            self.time_index.maybe_append(
+                self._max_timestamp_and_offset.timestamp, self._max_timestamp_and_offset.offset, skip_full_check=True
+            )
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+        self.log.close()
+
+    def rename_with_suffix(self, suffix: str) -> None:
+        """Rename all four files to this segment's names with ``suffix`` (``""``, ``.deleted``, ``.swap`` ...);
+        Kafka's ``changeFileSuffixes``. Files stay open. O(1)."""
+        directory = self.log.path.parent
+        base = self.base_offset
+        self.log.rename_to(log_file(directory, base, suffix))
+        self.offset_index.rename_to(offset_index_file(directory, base, suffix))
+        self.time_index.rename_to(time_index_file(directory, base, suffix))
+        self.txn_index.rename_to(transaction_index_file(directory, base, suffix))
+
+    def rename_to_deleted(self) -> None:
+        """Rename the segment's files with the ``.deleted`` suffix for asynchronous deletion. O(1)."""
+        self.rename_with_suffix(DELETED_SUFFIX)
+
+    def delete(self) -> None:
+        """Close and remove all four files (missing ones are ignored). O(1)."""
+        self.close()
+        for path in (self.log.path, self.offset_index.path, self.time_index.path, self.txn_index.path):
+            path.unlink(missing_ok=True)
+
+    def _check(self) -> None:
+        """Assert the segment's invariants (for stress tests)."""
+        self.offset_index._check()
+        self.time_index._check()
+        assert self.offset_index.last_offset >= self.base_offset
+        for entry in self.offset_index:
+            assert entry.position < max(self.size, 1)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log.path})"
+
+
+def _existing_or_new(path: Path, writable: bool) -> Path:
+    if not writable and not path.exists():
+        # A read-only tool opening a segment whose index is missing: an empty stand-in in memory is not possible
+        # with mmap, so point at /dev/null, which maps to zero entries.
+        return Path(os.devnull)
+    return path
+
+
+__all__ = [
+    "DEFAULT_INDEX_INTERVAL_BYTES",
+    "FetchSlice",
+    "LogOffsetPosition",
+    "LogSegment",
+    "OffsetPosition",
+    "RecoveryResult",
+    "TimestampAndOffset",
+]

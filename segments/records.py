@@ -1,0 +1,773 @@
+"""Record batches: the magic-2 format (read and write) and the interface shared with legacy message sets.
+
+Layout and rules: ``kafka-format.md`` §1.1-§1.3 (Kafka's ``DefaultRecordBatch`` / ``DefaultRecord``).
+
+A :class:`DefaultRecordBatch` is a *lazy view*: constructing it unpacks the 61-byte header only. The CRC is
+computed on :meth:`~DefaultRecordBatch.is_valid` / :meth:`~DefaultRecordBatch.ensure_valid`, and record bodies
+are decompressed and decoded only when :meth:`~DefaultRecordBatch.records` is called, so walking a segment
+(header walk + CRC) never touches record bodies.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from segments.compression import CompressionType, compress, compression_from_attributes, decompress
+from segments.errors import CorruptRecordError, RecordTooLargeError, UnsupportedMagicError
+from segments.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
+
+Buffer = bytes | bytearray | memoryview
+
+MAGIC_V0 = 0
+MAGIC_V1 = 1
+MAGIC_V2 = 2
+CURRENT_MAGIC = MAGIC_V2
+
+LOG_OVERHEAD = 12
+"""Bytes of the ``baseOffset`` + ``length`` prefix shared by every batch/message format."""
+HEADER_SIZE_UP_TO_MAGIC = 17
+RECORD_BATCH_OVERHEAD = 61
+MAX_RECORD_OVERHEAD = 21
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+_INT32_MAX = (1 << 31) - 1
+
+# Offsets inside the batch header (§1.1).
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+PARTITION_LEADER_EPOCH_OFFSET = 12
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_PREFIX = struct.Struct(">qi")
+
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+
+class TimestampType(enum.IntEnum):
+    """Kafka's ``TimestampType``; :attr:`label` is the name Kafka prints (``CreateTime`` ...)."""
+
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @property
+    def label(self) -> str:
+        return _TIMESTAMP_LABELS[self]
+
+    @classmethod
+    def from_label(cls, label: str) -> TimestampType:
+        for member, text in _TIMESTAMP_LABELS.items():
+            if text == label:
+                return member
+        raise ValueError(f"unknown timestamp type {label!r}")
+
+
+_TIMESTAMP_LABELS = {
+    TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType",
+    TimestampType.CREATE_TIME: "CreateTime",
+    TimestampType.LOG_APPEND_TIME: "LogAppendTime",
+}
+
+
+class ControlRecordType(enum.IntEnum):
+    """Type field of a control record key (``ControlRecordType``)."""
+
+    UNKNOWN = -1
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+
+    @classmethod
+    def parse(cls, key: bytes | None) -> ControlRecordType:
+        """Parse a control record key: ``i16 version | i16 type``. O(1).
+
+        A key shorter than 4 bytes or with a negative version is corrupt; a higher version is read as v0 and an
+        unknown type is :attr:`UNKNOWN`, as Kafka does.
+        """
+        if key is None or len(key) < 4:
+            raise CorruptRecordError(f"control record key must hold at least 4 bytes, got {0 if key is None else len(key)}")
+        version, type_id = struct.unpack_from(">hh", key, 0)
+        if version < 0:
+            raise CorruptRecordError(f"control record key has negative version {version}")
+        try:
+            return cls(type_id)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class EndTransactionMarker:
+    """Value of a COMMIT/ABORT control record: ``i16 version | i32 coordinatorEpoch``."""
+
+    control_type: ControlRecordType
+    coordinator_epoch: int
+
+    CURRENT_VERSION = 0
+
+    @classmethod
+    def parse(cls, control_type: ControlRecordType, value: bytes | None) -> EndTransactionMarker:
+        """Decode a marker value (at least 6 bytes; a negative version is corrupt). O(1)."""
+        if value is None or len(value) < 6:
+            raise CorruptRecordError("end transaction marker value must hold at least 6 bytes")
+        version, coordinator_epoch = struct.unpack_from(">hi", value, 0)
+        if version < 0:
+            raise CorruptRecordError(f"end transaction marker has negative version {version}")
+        return cls(control_type, coordinator_epoch)
+
+    def key_bytes(self) -> bytes:
+        """The control record key (version 0, type). O(1)."""
+        return struct.pack(">hh", 0, int(self.control_type))
+
+    def value_bytes(self) -> bytes:
+        """The control record value (version 0, coordinator epoch). O(1)."""
+        return struct.pack(">hi", self.CURRENT_VERSION, self.coordinator_epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A record header: a UTF-8 key (never null) and a nullable value."""
+
+    key: str
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleRecord:
+    """A record to be written: what a producer supplies, before offsets are assigned."""
+
+    value: bytes | None
+    key: bytes | None = None
+    timestamp: int = NO_TIMESTAMP
+    headers: tuple[Header, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A decoded record, reported as Kafka's reader reports it.
+
+    ``timestamp`` is what Kafka returns: the batch's max timestamp for LogAppendTime batches, ``-1`` for magic 0.
+    ``stored_timestamp`` is the value actually encoded in the record (differs only under LogAppendTime).
+    ``checksum`` is the stored CRC-32 of a legacy message, ``None`` for magic 2.
+    """
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+    sequence: int
+    size_in_bytes: int
+    stored_timestamp: int
+    checksum: int | None = None
+
+    def to_simple(self) -> SimpleRecord:
+        """The record as builder input (stored timestamp, key, value, headers). O(headers)."""
+        return SimpleRecord(self.value, self.key, self.stored_timestamp, self.headers)
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's sequence arithmetic: wraps from ``Int.MAX`` to 0. O(1)."""
+    if sequence > _INT32_MAX - increment:
+        return increment - (_INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+class RecordBatch(ABC):
+    """What every batch format exposes (Kafka's ``RecordBatch``): magic 2 batches and legacy messages."""
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def magic(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def base_offset(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def last_offset(self) -> int: ...
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    @abstractmethod
+    def size_in_bytes(self) -> int:
+        """Whole batch including the 12-byte offset+length prefix."""
+
+    @property
+    @abstractmethod
+    def checksum(self) -> int:
+        """The stored CRC (CRC-32C for magic 2, CRC-32 for legacy messages)."""
+
+    @property
+    @abstractmethod
+    def attributes(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def max_timestamp(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def timestamp_type(self) -> TimestampType: ...
+
+    @property
+    def compression(self) -> CompressionType:
+        return compression_from_attributes(self.attributes)
+
+    @property
+    def is_transactional(self) -> bool:
+        return False
+
+    @property
+    def is_control(self) -> bool:
+        return False
+
+    @property
+    def producer_id(self) -> int:
+        return NO_PRODUCER_ID
+
+    @property
+    def producer_epoch(self) -> int:
+        return NO_PRODUCER_EPOCH
+
+    @property
+    def base_sequence(self) -> int:
+        return NO_SEQUENCE
+
+    @property
+    def last_sequence(self) -> int:
+        return NO_SEQUENCE
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return NO_PARTITION_LEADER_EPOCH
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        return None
+
+    @abstractmethod
+    def compute_checksum(self) -> int:
+        """Recompute the CRC over the covered bytes. O(size)."""
+
+    @abstractmethod
+    def ensure_valid(self) -> None:
+        """Raise :class:`CorruptRecordError` (position relative to the batch start) unless the batch is valid."""
+
+    def is_valid(self) -> bool:
+        """Whether :meth:`ensure_valid` passes. O(size)."""
+        try:
+            self.ensure_valid()
+        except CorruptRecordError:
+            return False
+        return True
+
+    @abstractmethod
+    def records(self) -> list[Record]:
+        """Decompress and decode every record. O(size); raises :class:`CorruptRecordError`."""
+
+    @abstractmethod
+    def count_records(self) -> int:
+        """Number of records (decodes legacy compressed wrappers; header field for magic 2). O(1) or O(size)."""
+
+    @abstractmethod
+    def raw_bytes(self) -> bytes:
+        """The batch's bytes exactly as stored. O(size)."""
+
+
+class DefaultRecordBatch(RecordBatch):
+    """A lazy view of one magic-2 batch over ``buffer`` (exactly the batch's bytes, prefix included).
+
+    Only the header is unpacked on construction (O(1)); nothing is validated until asked.
+    """
+
+    __slots__ = (
+        "_attributes",
+        "_base_offset",
+        "_base_sequence",
+        "_base_timestamp",
+        "_buffer",
+        "_crc",
+        "_last_offset_delta",
+        "_length",
+        "_magic",
+        "_max_timestamp",
+        "_partition_leader_epoch",
+        "_producer_epoch",
+        "_producer_id",
+        "_records_count",
+    )
+
+    def __init__(self, buffer: Buffer) -> None:
+        if len(buffer) < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch is corrupt (the size {len(buffer)} is smaller than the minimum allowed overhead "
+                f"{RECORD_BATCH_OVERHEAD})",
+                position=0,
+            )
+        (
+            self._base_offset,
+            self._length,
+            self._partition_leader_epoch,
+            self._magic,
+            self._crc,
+            self._attributes,
+            self._last_offset_delta,
+            self._base_timestamp,
+            self._max_timestamp,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
+            self._records_count,
+        ) = _HEADER.unpack_from(buffer, 0)
+        if self._length + LOG_OVERHEAD != len(buffer):
+            raise CorruptRecordError(
+                f"batch length field {self._length} does not match the {len(buffer)} bytes given", position=8
+            )
+        self._buffer = buffer
+
+    @property
+    def magic(self) -> int:
+        return self._magic
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self._last_offset_delta
+
+    @property
+    def last_offset(self) -> int:
+        return self._base_offset + self._last_offset_delta
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._length + LOG_OVERHEAD
+
+    @property
+    def checksum(self) -> int:
+        return self._crc
+
+    @property
+    def attributes(self) -> int:
+        return self._attributes
+
+    @property
+    def base_timestamp(self) -> int:
+        """Header field at byte 27: the first record's timestamp, or the delete horizon (attribute bit 6)."""
+        return self._base_timestamp
+
+    @property
+    def first_timestamp(self) -> int:
+        return self._base_timestamp
+
+    @property
+    def max_timestamp(self) -> int:
+        return self._max_timestamp
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self._attributes & TIMESTAMP_TYPE_MASK:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self._attributes & TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self._attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self._attributes & DELETE_HORIZON_FLAG_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        return self._base_timestamp if self.has_delete_horizon else None
+
+    @property
+    def producer_id(self) -> int:
+        return self._producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self._producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self._base_sequence
+
+    @property
+    def last_sequence(self) -> int:
+        if self._base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self._base_sequence, self._last_offset_delta)
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return self._partition_leader_epoch
+
+    @property
+    def records_count(self) -> int:
+        """The header's record count (outside the compressed area)."""
+        return self._records_count
+
+    def count_records(self) -> int:
+        """The header's record count. O(1)."""
+        return self._records_count
+
+    def compute_checksum(self) -> int:
+        """CRC-32C of bytes ``[21, size)`` (attributes to the end). O(size)."""
+        return int(crc32c(memoryview(self._buffer)[ATTRIBUTES_OFFSET:]))
+
+    def ensure_valid(self) -> None:
+        """Kafka's ``ensureValid``: magic 2, size >= 61 and the stored CRC matches. O(size)."""
+        if self._magic != MAGIC_V2:
+            raise UnsupportedMagicError(f"record batch has unknown magic {self._magic}", position=16)
+        computed = self.compute_checksum()
+        if computed != self._crc:
+            raise CorruptRecordError(
+                f"record batch is corrupt (stored crc = {self._crc}, computed crc = {computed})", position=CRC_OFFSET
+            )
+        if self._records_count < 0:
+            raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
+
+    def records_region(self) -> memoryview:
+        """The bytes after the header: raw records, or one compressed stream of them. O(1)."""
+        return memoryview(self._buffer)[RECORD_BATCH_OVERHEAD:]
+
+    def decompressed_records_region(self, *, max_size: int | None = None) -> bytes:
+        """The concatenated encoded records (decompressed if needed). O(size)."""
+        codec = self.compression
+        region = self.records_region()
+        if codec is CompressionType.NONE:
+            return bytes(region)
+        try:
+            if max_size is None:
+                return decompress(codec, region, magic=MAGIC_V2)
+            return decompress(codec, region, magic=MAGIC_V2, max_size=max_size)
+        except CorruptRecordError as err:
+            raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
+
+    def records(self) -> list[Record]:
+        """Decode every record (decompressing first). O(size).
+
+        Raises :class:`CorruptRecordError` for a negative count, a record whose body does not match its declared
+        length, bad varints, negative header counts/key sizes, or bytes left over after the declared count.
+        Positions in errors are relative to the batch start (or to the decompressed region when compressed).
+        """
+        if self._records_count < 0:
+            raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
+        compressed = self.compression is not CompressionType.NONE
+        region = self.decompressed_records_region()
+        log_append_time = self._max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+        try:
+            return decode_records(
+                region,
+                self._records_count,
+                base_offset=self._base_offset,
+                base_timestamp=self._base_timestamp,
+                base_sequence=self._base_sequence,
+                log_append_time=log_append_time,
+            )
+        except CorruptRecordError as err:
+            if compressed:
+                raise CorruptRecordError(f"in decompressed records: {err.message}", position=None) from None
+            raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
+
+    def raw_bytes(self) -> bytes:
+        return bytes(self._buffer)
+
+    def with_base_offset(self, base_offset: int) -> bytes:
+        """Copy of the batch with a new base offset (outside the CRC, so the CRC stays valid). O(size)."""
+        out = bytearray(self._buffer)
+        struct.pack_into(">q", out, 0, base_offset)
+        return bytes(out)
+
+    def with_partition_leader_epoch(self, epoch: int) -> bytes:
+        """Copy of the batch stamped with a leader epoch (outside the CRC). O(size)."""
+        out = bytearray(self._buffer)
+        struct.pack_into(">i", out, PARTITION_LEADER_EPOCH_OFFSET, epoch)
+        return bytes(out)
+
+    def __repr__(self) -> str:
+        return (
+            f"DefaultRecordBatch(base_offset={self._base_offset}, last_offset={self.last_offset}, "
+            f"count={self._records_count}, size={self.size_in_bytes}, compression={self.compression.name})"
+        )
+
+
+def decode_records(
+    region: bytes,
+    count: int,
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    base_sequence: int,
+    log_append_time: int | None,
+) -> list[Record]:
+    """Decode ``count`` magic-2 records from ``region`` (Kafka's ``DefaultRecord.readFrom``). O(len(region)).
+
+    Every byte must be consumed: a short region or leftover bytes raise :class:`CorruptRecordError` with the
+    position inside ``region``.
+    """
+    if count > len(region):
+        # Each record takes at least 7 bytes; refuse before looping over an absurd count.
+        raise CorruptRecordError(f"record count {count} cannot fit in {len(region)} bytes of records", position=0)
+    records: list[Record] = []
+    append = records.append
+    pos = 0
+    end = len(region)
+    for _ in range(count):
+        start = pos
+        body_size, pos = decode_varint(region, pos)
+        if body_size < 0 or pos + body_size > end:
+            raise CorruptRecordError(
+                f"invalid record size: expected {body_size} bytes in record payload, but only {end - pos} remain",
+                position=start,
+            )
+        body_end = pos + body_size
+        pos += 1  # record attributes: unused
+        timestamp_delta, pos = decode_varlong(region, pos)
+        offset_delta, pos = decode_varint(region, pos)
+        key_size, pos = decode_varint(region, pos)
+        if key_size >= 0:
+            if pos + key_size > body_end:
+                raise CorruptRecordError(f"key size {key_size} runs past the record end", position=start)
+            key: bytes | None = region[pos : pos + key_size]
+            pos += key_size
+        else:
+            key = None
+        value_size, pos = decode_varint(region, pos)
+        if value_size >= 0:
+            if pos + value_size > body_end:
+                raise CorruptRecordError(f"value size {value_size} runs past the record end", position=start)
+            value: bytes | None = region[pos : pos + value_size]
+            pos += value_size
+        else:
+            value = None
+        header_count, pos = decode_varint(region, pos)
+        if header_count < 0 or header_count > body_end - pos:
+            raise CorruptRecordError(f"found invalid number of record headers {header_count}", position=start)
+        headers: tuple[Header, ...] = ()
+        if header_count:
+            header_list = []
+            for _ in range(header_count):
+                header_key_size, pos = decode_varint(region, pos)
+                if header_key_size < 0 or pos + header_key_size > body_end:
+                    raise CorruptRecordError(f"invalid header key size {header_key_size}", position=start)
+                try:
+                    header_key = region[pos : pos + header_key_size].decode("utf-8")
+                except UnicodeDecodeError:
+                    raise CorruptRecordError("header key is not valid UTF-8", position=start) from None
+                pos += header_key_size
+                header_value_size, pos = decode_varint(region, pos)
+                if header_value_size >= 0:
+                    if pos + header_value_size > body_end:
+                        raise CorruptRecordError(f"invalid header value size {header_value_size}", position=start)
+                    header_value: bytes | None = region[pos : pos + header_value_size]
+                    pos += header_value_size
+                else:
+                    header_value = None
+                header_list.append(Header(header_key, header_value))
+            headers = tuple(header_list)
+        if pos != body_end:
+            raise CorruptRecordError(
+                f"invalid record size: expected to read {body_size} bytes in record payload, but read "
+                f"{pos - body_end + body_size}",
+                position=start,
+            )
+        stored_timestamp = base_timestamp + timestamp_delta
+        append(
+            Record(
+                base_offset + offset_delta,
+                stored_timestamp if log_append_time is None else log_append_time,
+                key,
+                value,
+                headers,
+                NO_SEQUENCE if base_sequence < 0 else increment_sequence(base_sequence, offset_delta),
+                body_end - start,
+                stored_timestamp,
+            )
+        )
+    if pos != end:
+        raise CorruptRecordError(
+            f"incorrect declared batch size, {end - pos} bytes remain after {count} records", position=pos
+        )
+    return records
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+) -> bytes:
+    """Encode one magic-2 record, length varint included. O(size)."""
+    body = bytearray(b"\x00")
+    body += encode_varlong(timestamp_delta)
+    body += encode_varint(offset_delta)
+    if key is None:
+        body += b"\x01"  # varint(-1)
+    else:
+        body += encode_varint(len(key))
+        body += key
+    if value is None:
+        body += b"\x01"
+    else:
+        body += encode_varint(len(value))
+        body += value
+    body += encode_varint(len(headers))
+    for header in headers:
+        header_key = header.key.encode("utf-8")
+        body += encode_varint(len(header_key))
+        body += header_key
+        if header.value is None:
+            body += b"\x01"
+        else:
+            body += encode_varint(len(header.value))
+            body += header.value
+    return encode_varint(len(body)) + bytes(body)
+
+
+def build_batch(
+    records: Iterable[SimpleRecord],
+    *,
+    base_offset: int = 0,
+    compression: CompressionType = CompressionType.NONE,
+    compression_level: int | None = None,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    log_append_time: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    delete_horizon_ms: int | None = None,
+    offset_deltas: Sequence[int] | None = None,
+) -> bytes:
+    """Build a magic-2 batch as Kafka's ``MemoryRecordsBuilder`` does. O(size).
+
+    Offsets are ``base_offset + i`` unless ``offset_deltas`` (strictly increasing, as after compaction) is given.
+    Under LogAppendTime, ``log_append_time`` becomes the batch max timestamp (what readers report for every
+    record) while records keep their own timestamps as deltas.
+    """
+    items = list(records)
+    if not items:
+        raise ValueError("a record batch needs at least one record")
+    if offset_deltas is None:
+        deltas: Sequence[int] = range(len(items))
+    else:
+        if len(offset_deltas) != len(items) or any(b <= a for a, b in zip(offset_deltas, offset_deltas[1:], strict=False)):
+            raise ValueError("offset_deltas must be strictly increasing, one per record")
+        deltas = offset_deltas
+    if compression is not CompressionType.NONE and is_control:
+        raise ValueError("control batches are never compressed")
+    first_timestamp = items[0].timestamp
+    max_timestamp = max(item.timestamp for item in items)
+    body = b"".join(
+        encode_record(delta, item.timestamp - first_timestamp, item.key, item.value, item.headers)
+        for delta, item in zip(deltas, items, strict=True)
+    )
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        if log_append_time is None:
+            raise ValueError("LogAppendTime batches need log_append_time")
+        max_timestamp = log_append_time
+    elif timestamp_type is not TimestampType.CREATE_TIME:
+        raise ValueError("magic 2 batches are CreateTime or LogAppendTime")
+    if compression is not CompressionType.NONE:
+        body = compress(compression, body, level=compression_level)
+    attributes = int(compression)
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attributes |= CONTROL_FLAG_MASK
+    base_timestamp = first_timestamp
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG_MASK
+        base_timestamp = delete_horizon_ms
+    size = RECORD_BATCH_OVERHEAD + len(body)
+    if size - LOG_OVERHEAD > _INT32_MAX:
+        raise RecordTooLargeError(f"batch of {size} bytes exceeds the 32-bit length field")
+    out = bytearray(size)
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        size - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        deltas[-1],
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(items),
+    )
+    out[RECORD_BATCH_OVERHEAD:] = body
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def build_end_txn_marker(
+    *,
+    offset: int,
+    timestamp: int,
+    partition_leader_epoch: int,
+    producer_id: int,
+    producer_epoch: int,
+    marker: EndTransactionMarker,
+) -> bytes:
+    """A COMMIT/ABORT control batch (78 bytes), as ``MemoryRecords.withEndTransactionMarker`` builds it. O(1)."""
+    if marker.control_type not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        raise ValueError("end transaction markers are COMMIT or ABORT")
+    return build_batch(
+        [SimpleRecord(marker.value_bytes(), marker.key_bytes(), timestamp)],
+        base_offset=offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def read_prefix(buffer: Buffer, position: int = 0) -> tuple[int, int, int]:
+    """``(offset, length, magic)`` of the batch or message at ``position`` (needs 17 bytes). O(1)."""
+    offset, length = _PREFIX.unpack_from(buffer, position)
+    return offset, length, buffer[position + 16]

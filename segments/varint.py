@@ -1,0 +1,112 @@
+"""Protobuf-style zig-zag varints, as Kafka's ``ByteUtils`` reads and writes them.
+
+A varint (int32) takes at most 5 bytes and a varlong (int64) at most 10; a longer encoding is invalid. Decoders
+take a ``bytes`` buffer and a position and return ``(value, next_position)`` so record parsing stays allocation
+free.
+"""
+
+from __future__ import annotations
+
+from segments.errors import CorruptRecordError
+
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+
+def _zigzag_encode(value: int) -> int:
+    return (value << 1) ^ (value >> 63)
+
+
+def encode_varint(value: int) -> bytes:
+    """Encode a signed int32 as a zig-zag varint (1-5 bytes). O(1)."""
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise ValueError(f"varint out of int32 range: {value}")
+    return _encode_unsigned(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def encode_varlong(value: int) -> bytes:
+    """Encode a signed int64 as a zig-zag varlong (1-10 bytes). O(1)."""
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"varlong out of int64 range: {value}")
+    return _encode_unsigned(_zigzag_encode(value) & 0xFFFFFFFFFFFFFFFF)
+
+
+def _encode_unsigned(raw: int) -> bytes:
+    if raw < 0x80:
+        return bytes((raw,))
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def varint_size(value: int) -> int:
+    """Number of bytes :func:`encode_varint` produces for ``value``. O(1)."""
+    raw = ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
+    return max(1, (raw.bit_length() + 6) // 7)
+
+
+def varlong_size(value: int) -> int:
+    """Number of bytes :func:`encode_varlong` produces for ``value``. O(1)."""
+    raw = _zigzag_encode(value) & 0xFFFFFFFFFFFFFFFF
+    return max(1, (raw.bit_length() + 6) // 7)
+
+
+def decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Decode a zig-zag varint at ``pos``; return ``(value, next_pos)``. O(1).
+
+    Raises :class:`CorruptRecordError` (position = ``pos``) if the buffer ends mid-varint or the encoding
+    is longer than 5 bytes.
+    """
+    b = _byte_at(buf, pos, pos)
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    raw = b & 0x7F
+    shift = 7
+    cursor = pos + 1
+    while True:
+        b = _byte_at(buf, cursor, pos)
+        cursor += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 28:
+            raise CorruptRecordError("varint is longer than 5 bytes", position=pos)
+    raw &= 0xFFFFFFFF
+    return (raw >> 1) ^ -(raw & 1), cursor
+
+
+def decode_varlong(buf: bytes, pos: int) -> tuple[int, int]:
+    """Decode a zig-zag varlong at ``pos``; return ``(value, next_pos)``. O(1).
+
+    Raises :class:`CorruptRecordError` if the buffer ends mid-varlong or the encoding is longer than 10 bytes.
+    """
+    b = _byte_at(buf, pos, pos)
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    raw = b & 0x7F
+    shift = 7
+    cursor = pos + 1
+    while True:
+        b = _byte_at(buf, cursor, pos)
+        cursor += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varlong is longer than 10 bytes", position=pos)
+    raw &= 0xFFFFFFFFFFFFFFFF
+    return (raw >> 1) ^ -(raw & 1), cursor
+
+
+def _byte_at(buf: bytes, index: int, start: int) -> int:
+    try:
+        return buf[index]
+    except IndexError:
+        raise CorruptRecordError("buffer ends inside a varint", position=start) from None
