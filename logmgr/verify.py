@@ -22,6 +22,7 @@ from checkpoints.meta_properties import META_PROPERTIES_FILE, parse_meta_propert
 from checkpoints.offset_checkpoint import OFFSET_CHECKPOINT_FILES, parse_offset_checkpoint
 from checkpoints.partition_metadata import PARTITION_METADATA_FILE, parse_partition_metadata
 from checkpoints.producer_snapshot import parse_producer_snapshot
+from segments.abstract_index import UNTRIMMED_INDEX
 from segments.errors import CorruptIndexError, CorruptRecordError, StorageFormatError
 from segments.file_records import FileRecords
 from segments.naming import (
@@ -283,12 +284,19 @@ class _Verifier:
                     )
             return _LogScan(log.size_in_bytes, valid_bytes, infos)
 
+    def index_finding(self, err: CorruptIndexError, path: Path, base: int, log_scans: dict[int, _LogScan]) -> None:
+        # The active segment of a running (or crashed) broker keeps its index preallocated: not a problem.
+        is_active = not log_scans or base >= max(log_scans)
+        if is_active and err.message.startswith(UNTRIMMED_INDEX):
+            return
+        self.problem(err, path)
+
     def verify_offset_index(self, path: Path, log_scans: dict[int, _LogScan]) -> None:
         base = offset_from_file_name(path.name)
         scan = log_scans.get(base)
         with OffsetIndex(path, base, writable=False) as index:
             for err in index.check(None if scan is None else scan.size):
-                self.problem(err, path)
+                self.index_finding(err, path, base, log_scans)
             if scan is None:
                 return
             positions = scan.positions()
@@ -323,7 +331,7 @@ class _Verifier:
         scan = log_scans.get(base)
         with TimeIndex(path, base, writable=False) as index:
             for err in index.check():
-                self.problem(err, path)
+                self.index_finding(err, path, base, log_scans)
             if scan is None or not scan.batches:
                 return
             last_offsets = [b.last_offset for b in scan.batches]

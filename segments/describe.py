@@ -29,7 +29,6 @@ def batch_summary(found: FileBatch) -> dict[str, Any]:
     """Every header field of a batch as Kafka reports it (``batches.jsonl`` shape). O(1) for magic 2; decodes a
     legacy compressed wrapper to count its records and find its base offset."""
     batch = found.batch
-    is_v2 = isinstance(batch, DefaultRecordBatch)
     return {
         "baseOffset": batch.base_offset,
         "lastOffset": batch.last_offset,
@@ -37,7 +36,7 @@ def batch_summary(found: FileBatch) -> dict[str, Any]:
         "sizeInBytes": batch.size_in_bytes,
         "crc": batch.checksum,
         "maxTimestamp": batch.max_timestamp,
-        "firstTimestamp": batch.first_timestamp if is_v2 else None,
+        "firstTimestamp": batch.first_timestamp if isinstance(batch, DefaultRecordBatch) else None,
         "recordCount": batch.count_records(),
         "magic": batch.magic,
         "attributes": batch.attributes,

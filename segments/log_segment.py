@@ -138,13 +138,13 @@ class LogSegment:
         log = FileRecords(log_file(directory, base_offset, file_suffix), writable=writable, create=create)
         try:
             offset_index = OffsetIndex(
-                _existing_or_new(offset_index_file(directory, base_offset, file_suffix), writable),
+                offset_index_file(directory, base_offset, file_suffix),
                 base_offset,
                 max_index_size,
                 writable,
             )
             time_index = TimeIndex(
-                _existing_or_new(time_index_file(directory, base_offset, file_suffix), writable),
+                time_index_file(directory, base_offset, file_suffix),
                 base_offset,
                 max_index_size,
                 writable,
@@ -152,7 +152,7 @@ class LogSegment:
         except BaseException:
             log.close()
             raise
-        txn_index = TransactionIndex(transaction_index_file(directory, base_offset, file_suffix), base_offset)
+        txn_index = TransactionIndex(transaction_index_file(directory, base_offset, file_suffix), base_offset, writable)
         return cls(
             log,
             offset_index,
@@ -482,14 +482,6 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log.path})"
-
-
-def _existing_or_new(path: Path, writable: bool) -> Path:
-    if not writable and not path.exists():
-        # A read-only tool opening a segment whose index is missing: an empty stand-in in memory is not possible
-        # with mmap, so point at /dev/null, which maps to zero entries.
-        return Path(os.devnull)
-    return path
 
 
 __all__ = [

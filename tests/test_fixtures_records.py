@@ -9,12 +9,20 @@ from typing import Any
 
 import pytest
 
+from segments.compression import CompressionType
 from segments.describe import batch_summary, record_summary
 from segments.file_records import FileRecords
-from segments.records import DefaultRecordBatch, SimpleRecord, build_batch, build_end_txn_marker, EndTransactionMarker, ControlRecordType, Header, TimestampType
-from segments.compression import CompressionType
 from segments.log_segment import LogSegment
-
+from segments.records import (
+    ControlRecordType,
+    DefaultRecordBatch,
+    EndTransactionMarker,
+    Header,
+    SimpleRecord,
+    TimestampType,
+    build_batch,
+    build_end_txn_marker,
+)
 from tests.conftest import CLIENTS_GENERATED, require_fixtures
 
 FOLDERS = sorted(p.name for p in CLIENTS_GENERATED.iterdir() if p.is_dir()) if CLIENTS_GENERATED.exists() else []

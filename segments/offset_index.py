@@ -1,0 +1,119 @@
+"""Kafka's offset index (``.index``): sparse map from offsets to byte positions in the segment's ``.log``.
+
+Each 8-byte entry is ``i32 relativeOffset | i32 position`` (big-endian), relative to the segment's base offset.
+Offsets strictly increase. ``lookup`` answers the largest indexed offset <= target, from which the reader scans
+batches forward.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import ClassVar, NamedTuple
+
+from segments.abstract_index import WARM_SECTION_BYTES, AbstractIndex
+from segments.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+
+_ENTRY = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+_MAX_POSITION = 2**31 - 1
+
+
+class OffsetPosition(NamedTuple):
+    """An offset and the byte position in the ``.log`` of the batch the index entry points at."""
+
+    offset: int
+    position: int
+
+
+class OffsetIndex(AbstractIndex[OffsetPosition]):
+    """Memory-mapped ``.index`` file of one segment (see :class:`AbstractIndex` for opening modes)."""
+
+    entry_size: ClassVar[int] = 8
+    _WARM_ENTRIES: ClassVar[int] = WARM_SECTION_BYTES // entry_size
+
+    def _parse(self, slot: int) -> OffsetPosition:
+        relative, position = _ENTRY.unpack_from(self._buffer(), slot * 8)
+        return OffsetPosition(self.base_offset + relative, position)
+
+    def _slot_offset(self, slot: int) -> int:
+        relative: int = _I32.unpack_from(self._buffer(), slot * 8)[0]
+        return self.base_offset + relative
+
+    def _slot_position(self, slot: int) -> int:
+        position: int = _I32.unpack_from(self._buffer(), slot * 8 + 4)[0]
+        return position
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry, or the base offset when empty. O(1)."""
+        return self._slot_offset(self._entries - 1) if self._entries else self.base_offset
+
+    def append(self, offset: int, position: int) -> None:
+        """Append ``(offset, position)``.
+
+        IndexFullError when no slot is left, InvalidOffsetError unless ``offset`` exceeds the last offset (on a
+        non-empty index), IndexOffsetOverflowError when it does not fit a relative offset; Kafka's order of checks.
+        O(1).
+        """
+        self._require_writable()
+        if self.is_full():
+            raise IndexFullError(f"append to a full index ({self._entries} entries)", path=self._path)
+        if self._entries and offset <= self.last_offset:
+            raise InvalidOffsetError(
+                f"offset {offset} appended at slot {self._entries} is not larger than the last offset "
+                f"{self.last_offset}",
+                path=self._path,
+                position=self.size_in_bytes,
+            )
+        if not 0 <= position <= _MAX_POSITION:
+            raise ValueError(f"{self._path}: file position {position} does not fit an int32")
+        _ENTRY.pack_into(self._buffer(), self.size_in_bytes, self.relative_offset(offset), position)
+        self._entries += 1
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """Largest entry with offset <= ``target_offset``, else ``(base_offset, 0)``. O(log n)."""
+        slot = self._largest_lower_bound_slot(target_offset, self._slot_offset)
+        return OffsetPosition(self.base_offset, 0) if slot < 0 else self._parse(slot)
+
+    def fetch_upper_bound_offset(self, fetch_position: int, fetch_size: int) -> OffsetPosition | None:
+        """An entry whose position is >= ``fetch_position + fetch_size`` (an offset surely past the fetched
+        bytes), or None. Kafka's search: usually the smallest such entry, but when slot 0 itself matches exactly in
+        the cold section the next slot is answered (None for a single entry). O(log n)."""
+        slot = self._smallest_upper_bound_slot(fetch_position + fetch_size, self._slot_position)
+        return None if slot < 0 else self._parse(slot)
+
+    def sanity_check(self) -> None:
+        """Kafka's ``OffsetIndex.sanityCheck``: a non-empty index whose last offset is below the base offset, or a
+        length that is not a multiple of 8, raises CorruptIndexError. O(1)."""
+        if self._entries and self.last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"last offset {self.last_offset} is less than the base offset {self.base_offset}",
+                path=self._path,
+                position=self.size_in_bytes - 8,
+            )
+        length_error = self._length_error()
+        if length_error is not None:
+            raise length_error
+
+    def check(self, log_size: int | None = None) -> list[CorruptIndexError]:
+        """Findings for ``verify`` that need no ``.log`` content: length, zero fill of an untrimmed file, offsets
+        below the base or not strictly increasing, positions negative, decreasing, or (given ``log_size``) not
+        inside the log file. O(n)."""
+        findings, checked = self._structural_findings()
+        previous: OffsetPosition | None = None
+        for slot in range(checked):
+            current = self._parse(slot)
+            problems = []
+            if current.offset < self.base_offset:
+                problems.append(f"offset {current.offset} is below the base offset {self.base_offset}")
+            if previous is not None and current.offset <= previous.offset:
+                problems.append(f"offset {current.offset} does not increase (previous {previous.offset})")
+            if current.position < 0:
+                problems.append(f"negative position {current.position}")
+            elif previous is not None and current.position < previous.position:
+                problems.append(f"position {current.position} decreases (previous {previous.position})")
+            if log_size is not None and current.position >= log_size:
+                problems.append(f"position {current.position} is outside the {log_size}-byte log")
+            findings.extend(CorruptIndexError(p, path=self._path, position=slot * 8) for p in problems)
+            previous = current
+        return findings
