@@ -443,7 +443,11 @@ class LogSegment:
         indexes. O(1)."""
         if self.log.closed:
             return
-        if self._max_timestamp_and_offset is not None and self._max_timestamp_and_offset != _UNKNOWN:
+        if (
+            self.time_index.writable
+            and self._max_timestamp_and_offset is not None
+            and self._max_timestamp_and_offset != _UNKNOWN
+        ):
             self.time_index.maybe_append(
                 self._max_timestamp_and_offset.timestamp, self._max_timestamp_and_offset.offset, skip_full_check=True
             )

@@ -1,0 +1,276 @@
+"""LogSegment: Kafka's append index rule, reads, timestamp lookups, recovery, truncation and lifecycle."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from logmgr.reindex import reindex
+from logmgr.verify import verify_paths
+from segments.compression import CompressionType
+from segments.errors import CorruptRecordError, IndexOffsetOverflowError
+from segments.log_segment import LogSegment
+from segments.records import (
+    ControlRecordType,
+    DefaultRecordBatch,
+    EndTransactionMarker,
+    SimpleRecord,
+    build_batch,
+    build_end_txn_marker,
+)
+
+T0 = 1_700_000_000_000
+
+
+def _batch(base: int, count: int = 5, *, ts: int | None = None, codec: CompressionType = CompressionType.NONE) -> bytes:
+    start = T0 + base * 10 if ts is None else ts
+    return build_batch(
+        [SimpleRecord(b"v" * 100, str(base + i).encode(), start + i) for i in range(count)],
+        base_offset=base,
+        compression=codec,
+    )
+
+
+def _fill(segment: LogSegment, batches: int, count: int = 5) -> list[int]:
+    positions = []
+    offset = segment.base_offset
+    for _ in range(batches):
+        positions.append(segment.append(_batch(offset, count)))
+        offset += count
+    return positions
+
+
+def test_first_append_is_never_indexed_and_interval_rule(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True, index_interval_bytes=1000)
+    positions = _fill(segment, 10)
+    size = len(_batch(0))
+    # An entry is added before an append once more than 1000 bytes accumulated since the last entry.
+    expected = []
+    since = 0
+    for i, position in enumerate(positions):
+        if since > 1000:
+            expected.append((i * 5 + 4, position))
+            since = 0
+        since += size
+    assert [(e.offset, e.position) for e in segment.offset_index] == expected
+    assert segment.offset_index.entries >= 1
+    segment._check()
+    segment.close()
+
+
+def test_append_rejects_partial_batches_and_overflow(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 100, create=True)
+    with pytest.raises(CorruptRecordError):
+        segment.append(_batch(100)[:-1])
+    with pytest.raises(IndexOffsetOverflowError):
+        segment.append(_batch(100 + 2**31))
+    with pytest.raises(IndexOffsetOverflowError):
+        segment.append(_batch(50))
+    segment.close()
+
+
+def test_read_translate_and_min_one_message(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True, index_interval_bytes=500)
+    positions = _fill(segment, 20)
+    size = positions[8] - positions[7]
+    fetch = segment.read(37, 10)
+    assert fetch is not None
+    assert (fetch.offset, fetch.position, fetch.size) == (39, positions[7], 10)
+    assert fetch.first_entry_incomplete
+    fetch = segment.read(37, 10, min_one_message=True)
+    assert fetch is not None and fetch.size == size and not fetch.first_entry_incomplete
+    data = segment.read_bytes(fetch)
+    assert DefaultRecordBatch(data).base_offset == 35
+    assert segment.read(100, 1000) is None
+    fetch = segment.read(0, 10**9, max_position=positions[3])
+    assert fetch is not None and fetch.size == positions[3]
+    assert segment.read_next_offset() == 100
+    segment.close()
+
+
+def test_find_offset_by_timestamp(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True, index_interval_bytes=300)
+    _fill(segment, 30)
+    for target_offset in (0, 1, 47, 149):
+        found = segment.find_offset_by_timestamp(T0 + (target_offset // 5) * 50 + target_offset % 5)
+        assert found is not None and found.offset == target_offset
+    found = segment.find_offset_by_timestamp(T0 - 1)
+    assert found is not None and found.offset == 0
+    assert segment.find_offset_by_timestamp(T0 + 10**9) is None
+    found = segment.find_offset_by_timestamp(T0, starting_offset=52)
+    assert found is not None and found.offset == 52
+    segment.close()
+
+
+def test_close_appends_final_time_entry_and_trims(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True)
+    segment.append(_batch(0, ts=T0 + 50))
+    segment.append(_batch(5, ts=T0))
+    assert (tmp_path / "00000000000000000000.index").stat().st_size == 10 * 1024 * 1024
+    segment.close()
+    assert (tmp_path / "00000000000000000000.index").stat().st_size == 0
+    # One final time entry: the max timestamp and the last offset of the batch holding it.
+    reopened = LogSegment.open(tmp_path, 0, writable=False)
+    assert list(reopened.time_index) == [(T0 + 54, 4)]
+    assert reopened.max_timestamp_so_far == T0 + 54
+    assert reopened.largest_timestamp() == T0 + 54
+    reopened.close()
+
+
+def test_reindex_equals_append_path(tmp_path: Path) -> None:
+    partition = tmp_path / "t-0"
+    partition.mkdir()
+    segment = LogSegment.open(partition, 0, create=True, index_interval_bytes=700)
+    rng = random.Random(7)
+    offset = 0
+    for _ in range(200):
+        count = rng.randint(1, 12)
+        codec = rng.choice(list(CompressionType))
+        segment.append(_batch(offset, count, ts=T0 + rng.randint(-1000, 100000), codec=codec))
+        offset += count
+    segment.close()
+    out = tmp_path / "out"
+    report = reindex(partition, out=out, index_interval_bytes=700)
+    assert report.ok
+    for suffix in (".index", ".timeindex"):
+        name = f"{0:020d}{suffix}"
+        assert (out / name).read_bytes() == (partition / name).read_bytes(), suffix
+    assert verify_paths([partition]).ok
+
+
+@pytest.mark.parametrize("cut", [1, 30, 61, 200])
+def test_recover_truncates_torn_tail(tmp_path: Path, cut: int) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True, index_interval_bytes=300)
+    positions = _fill(segment, 12)
+    full = segment.size
+    segment.close()
+    log = tmp_path / "00000000000000000000.log"
+    with log.open("r+b") as f:
+        f.truncate(full - cut)
+    segment = LogSegment.open(tmp_path, 0)
+    result = segment.recover()
+    last_whole = max(p for p in positions if p <= full - cut)
+    assert result.valid_bytes == last_whole
+    assert result.error is None
+    assert segment.size == last_whole
+    assert segment.read_next_offset() == positions.index(last_whole) * 5
+    segment._check()
+    segment.close()
+    assert verify_paths([tmp_path]).ok
+
+
+def test_recover_stops_at_first_corrupt_batch(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True)
+    positions = _fill(segment, 6)
+    segment.close()
+    log = tmp_path / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[positions[3] + 70] ^= 0x01
+    log.write_bytes(bytes(data))
+    report = verify_paths([tmp_path])
+    assert not report.ok
+    assert report.problems[0].position == positions[3] + 17
+    segment = LogSegment.open(tmp_path, 0)
+    result = segment.recover()
+    assert result.valid_bytes == positions[3] and result.batches == 3
+    assert isinstance(result.error, CorruptRecordError)
+    assert result.error.path == str(log) and result.error.position == positions[3] + 17
+    segment.close()
+    assert log.stat().st_size == positions[3]
+
+
+def test_recover_absurd_length_keeps_valid_prefix(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True)
+    positions = _fill(segment, 4)
+    segment.close()
+    log = tmp_path / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[positions[2] + 8 : positions[2] + 12] = (2**31 - 1).to_bytes(4, "big")
+    log.write_bytes(bytes(data))
+    segment = LogSegment.open(tmp_path, 0)
+    result = segment.recover()
+    assert result.valid_bytes == positions[2] and result.truncated_bytes == len(data) - positions[2]
+    segment.close()
+
+
+def test_recover_rebuilds_txn_index(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True)
+    segment.append(build_batch([SimpleRecord(b"a", None, T0)], base_offset=0, producer_id=5, producer_epoch=0,
+                               base_sequence=0, is_transactional=True))
+    segment.append(_batch(1, 2))
+    segment.append(build_end_txn_marker(offset=3, timestamp=T0, partition_leader_epoch=0, producer_id=5,
+                                        producer_epoch=0, marker=EndTransactionMarker(ControlRecordType.ABORT, 1)))
+    result = segment.recover()
+    assert result.batches == 3
+    assert [(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+            for t in segment.txn_index.all_aborted_txns()] == [(5, 0, 3, 4)]
+    result = segment.collect_aborted_txns(0, 4)
+    assert [t.producer_id for t in result.aborted] == [5]
+    segment.close()
+
+
+def test_truncate_to(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True, index_interval_bytes=300)
+    positions = _fill(segment, 10)
+    size_before = segment.size
+    removed = segment.truncate_to(23)
+    assert segment.size == positions[4]
+    assert removed == size_before - positions[4]
+    assert segment.read_next_offset() == 20
+    assert all(e.offset < 23 for e in segment.offset_index)
+    assert segment.offset_index.length == 10 * 1024 * 1024
+    assert segment.max_timestamp_so_far == T0 + 154
+    segment._check()
+    assert segment.truncate_to(0) == positions[4]
+    assert segment.size == 0
+    segment.close()
+
+
+def test_rename_to_deleted_and_delete(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True)
+    _fill(segment, 2)
+    segment.rename_to_deleted()
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["00000000000000000000.index.deleted", "00000000000000000000.log.deleted",
+                     "00000000000000000000.timeindex.deleted"]
+    segment.append(_batch(10))
+    segment.delete()
+    assert os.listdir(tmp_path) == []
+
+
+def test_read_only_open_with_missing_indexes(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True, index_interval_bytes=100)
+    _fill(segment, 5)
+    segment.close()
+    for suffix in (".index", ".timeindex"):
+        (tmp_path / f"{0:020d}{suffix}").unlink()
+    reader = LogSegment.open(tmp_path, 0, writable=False)
+    fetch = reader.read(12, 100)
+    assert fetch is not None and fetch.offset == 14
+    assert sorted(os.listdir(tmp_path)) == [f"{0:020d}.log"]
+    reader.close()
+
+
+def test_random_stress_keeps_invariants(tmp_path: Path) -> None:
+    rng = random.Random(1234)
+    segment = LogSegment.open(tmp_path, 1000, create=True, index_interval_bytes=256)
+    next_offset = 1000
+    for _ in range(300):
+        action = rng.random()
+        if action < 0.75:
+            count = rng.randint(1, 8)
+            segment.append(_batch(next_offset, count, ts=T0 + rng.randint(0, 10**6)))
+            next_offset += count
+        elif action < 0.9 and next_offset > 1000:
+            target = rng.randint(1000, next_offset)
+            segment.truncate_to(target)
+            next_offset = segment.read_next_offset()
+        else:
+            segment.flush()
+        segment._check()
+        assert segment.read_next_offset() == next_offset
+    segment.close()
+    assert verify_paths([tmp_path]).ok
