@@ -1,6 +1,6 @@
 """A ``.log`` file as a sequence of batches (Kafka's ``FileRecords`` + ``FileLogInputStream``).
 
-Iteration follows Kafka's file rule: stop when fewer than 17 bytes remain or when a declared size runs past the
+Iteration follows Kafka's file rule: stop when no more than 17 bytes remain or when a declared size runs past the
 end (a partial tail is not an error while iterating; :attr:`FileBatch.position` of the next batch tells the
 caller where valid data ends). A declared size below the 14-byte minimum record overhead is corrupt.
 
@@ -51,6 +51,10 @@ def batch_view(buffer: bytes | memoryview) -> RecordBatch:
     Magic 0/1 give a :class:`LegacyRecordBatch`; anything else a :class:`DefaultRecordBatch` whose
     ``ensure_valid`` rejects a magic other than 2, as Kafka's reader does.
     """
+    if len(buffer) < HEADER_SIZE_UP_TO_MAGIC:
+        raise CorruptRecordError(
+            f"{len(buffer)} bytes cannot hold a batch header up to its magic ({HEADER_SIZE_UP_TO_MAGIC})", position=0
+        )
     magic = buffer[16]
     if magic in (0, 1):
         return LegacyRecordBatch(buffer)
@@ -80,7 +84,8 @@ def walk_batches(
     position = start
     window: bytes | memoryview = b""
     window_start = position
-    while limit - position >= HEADER_SIZE_UP_TO_MAGIC:
+    # Kafka's FileLogInputStream stops unless *more* than 17 bytes remain.
+    while limit - position > HEADER_SIZE_UP_TO_MAGIC:
         if position + HEADER_SIZE_UP_TO_MAGIC > window_start + len(window):
             window = read(position, min(_WINDOW, limit - position))
             window_start = position
@@ -107,6 +112,9 @@ def walk_batches(
             window = read(position, max(min(_WINDOW, limit - position), total))
             window_start = position
             local = 0
+            if len(window) < total:
+                # The file shrank under this reader (a concurrent truncation): the log ends here.
+                return
         try:
             batch = batch_view(memoryview(window)[local : local + total])
         except CorruptRecordError as err:

@@ -99,13 +99,16 @@ class LegacyRecordBatch(RecordBatch):
 
     __slots__ = ("_attributes", "_buffer", "_crc", "_inner", "_magic", "_offset", "_size", "_timestamp")
 
+    _ATTRIBUTES_POSITION = LOG_OVERHEAD + 5
+
     def __init__(self, buffer: Buffer) -> None:
         if len(buffer) < LOG_OVERHEAD + RECORD_OVERHEAD_V0:
             raise CorruptRecordError(
                 f"legacy message of {len(buffer)} bytes is smaller than the minimum {LOG_OVERHEAD + RECORD_OVERHEAD_V0}",
                 position=0,
             )
-        self._offset, self._size, self._crc, self._magic, self._attributes = struct.unpack_from(">qiIbB", buffer, 0)
+        prefix: tuple[int, ...] = struct.unpack_from(">qiIbB", buffer, 0)
+        self._offset, self._size, self._crc, self._magic, self._attributes = prefix
         if self._size + LOG_OVERHEAD != len(buffer):
             raise CorruptRecordError(
                 f"message size field {self._size} does not match the {len(buffer)} bytes given", position=8
@@ -214,10 +217,15 @@ class LegacyRecordBatch(RecordBatch):
         inner = _parse_inner(inner_bytes, self._magic)
         if not inner:
             raise CorruptRecordError("compressed legacy wrapper holds no messages", position=LOG_OVERHEAD)
-        if self._magic == MAGIC_V1:
-            absolute_base = self._offset - inner[-1][0]
-        else:
-            absolute_base = 0
+        absolute_base = 0
+        # Kafka reads a v1 wrapper offset of 0 (some librdkafka produce data) as "inner offsets are absolute".
+        if self._magic == MAGIC_V1 and self._offset != 0:
+            last_inner = inner[-1][0]
+            if self._offset < last_inner:
+                raise CorruptRecordError(
+                    f"wrapper offset {self._offset} is less than the last inner message offset {last_inner}", position=0
+                )
+            absolute_base = self._offset - last_inner
         log_append = outer.timestamp_type is TimestampType.LOG_APPEND_TIME
         records: list[Record] = []
         for inner_offset, message in inner:

@@ -11,15 +11,22 @@ are decompressed and decoded only when :meth:`~DefaultRecordBatch.records` is ca
 from __future__ import annotations
 
 import enum
+import itertools
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from crc32c import crc32c
 
 from segments.compression import CompressionType, compress, compression_from_attributes, decompress
-from segments.errors import CorruptRecordError, RecordTooLargeError, UnsupportedMagicError
+from segments.errors import (
+    CorruptRecordError,
+    RecordTooLargeError,
+    UnsupportedCompressionError,
+    UnsupportedMagicError,
+)
 from segments.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 Buffer = bytes | bytearray | memoryview
@@ -196,6 +203,9 @@ class RecordBatch(ABC):
 
     __slots__ = ()
 
+    _ATTRIBUTES_POSITION: ClassVar[int] = ATTRIBUTES_OFFSET
+    """Where the attributes start in the batch, for the position of an unknown-codec error."""
+
     @property
     @abstractmethod
     def magic(self) -> int: ...
@@ -236,7 +246,11 @@ class RecordBatch(ABC):
 
     @property
     def compression(self) -> CompressionType:
-        return compression_from_attributes(self.attributes)
+        """The codec; :class:`UnsupportedCompressionError` for ids 5-7. O(1)."""
+        try:
+            return compression_from_attributes(self.attributes)
+        except UnsupportedCompressionError as err:
+            raise UnsupportedCompressionError(err.message, position=self._ATTRIBUTES_POSITION) from None
 
     @property
     def is_transactional(self) -> bool:
@@ -329,6 +343,7 @@ class DefaultRecordBatch(RecordBatch):
                 f"{RECORD_BATCH_OVERHEAD})",
                 position=0,
             )
+        header: tuple[int, ...] = _HEADER.unpack_from(buffer, 0)
         (
             self._base_offset,
             self._length,
@@ -343,7 +358,7 @@ class DefaultRecordBatch(RecordBatch):
             self._producer_epoch,
             self._base_sequence,
             self._records_count,
-        ) = _HEADER.unpack_from(buffer, 0)
+        ) = header
         if self._length + LOG_OVERHEAD != len(buffer):
             raise CorruptRecordError(
                 f"batch length field {self._length} does not match the {len(buffer)} bytes given", position=8
@@ -475,6 +490,9 @@ class DefaultRecordBatch(RecordBatch):
                 return decompress(codec, region, magic=MAGIC_V2)
             return decompress(codec, region, magic=MAGIC_V2, max_size=max_size)
         except CorruptRecordError as err:
+            if err.position is None:
+                # The codec library cannot say where its input is damaged: point at the compressed region.
+                raise type(err)(err.message, position=RECORD_BATCH_OVERHEAD) from None
             raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
 
     def records(self) -> list[Record]:
@@ -482,12 +500,13 @@ class DefaultRecordBatch(RecordBatch):
 
         Raises :class:`CorruptRecordError` for a negative count, a record whose body does not match its declared
         length, bad varints, negative header counts/key sizes, or bytes left over after the declared count.
-        Positions in errors are relative to the batch start (or to the decompressed region when compressed).
+        Positions in errors are relative to the batch start; for a compressed batch a record error points at the
+        compressed region (byte 61) and its message gives the offset inside the decompressed records.
         """
         if self._records_count < 0:
             raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
-        compressed = self.compression is not CompressionType.NONE
         region = self.decompressed_records_region()
+        compressed = self.compression is not CompressionType.NONE
         log_append_time = self._max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
         try:
             return decode_records(
@@ -500,7 +519,10 @@ class DefaultRecordBatch(RecordBatch):
             )
         except CorruptRecordError as err:
             if compressed:
-                raise CorruptRecordError(f"in decompressed records: {err.message}", position=None) from None
+                raise CorruptRecordError(
+                    f"in decompressed records at offset {err.position}: {err.message}",
+                    position=RECORD_BATCH_OVERHEAD,
+                ) from None
             raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
 
     def raw_bytes(self) -> bytes:
@@ -584,10 +606,9 @@ def decode_records(
                 header_key_size, pos = decode_varint(region, pos)
                 if header_key_size < 0 or pos + header_key_size > body_end:
                     raise CorruptRecordError(f"invalid header key size {header_key_size}", position=start)
-                try:
-                    header_key = region[pos : pos + header_key_size].decode("utf-8")
-                except UnicodeDecodeError:
-                    raise CorruptRecordError("header key is not valid UTF-8", position=start) from None
+                # Kafka decodes header keys leniently (replacement characters); surrogateescape is as lenient
+                # and keeps the exact bytes, so a batch re-encodes byte for byte.
+                header_key = region[pos : pos + header_key_size].decode("utf-8", "surrogateescape")
                 pos += header_key_size
                 header_value_size, pos = decode_varint(region, pos)
                 if header_value_size >= 0:
@@ -648,7 +669,7 @@ def encode_record(
         body += value
     body += encode_varint(len(headers))
     for header in headers:
-        header_key = header.key.encode("utf-8")
+        header_key = header.key.encode("utf-8", "surrogateescape")
         body += encode_varint(len(header_key))
         body += header_key
         if header.value is None:
@@ -688,15 +709,17 @@ def build_batch(
     if offset_deltas is None:
         deltas: Sequence[int] = range(len(items))
     else:
-        if len(offset_deltas) != len(items) or any(b <= a for a, b in zip(offset_deltas, offset_deltas[1:], strict=False)):
+        if len(offset_deltas) != len(items) or any(b <= a for a, b in itertools.pairwise(offset_deltas)):
             raise ValueError("offset_deltas must be strictly increasing, one per record")
         deltas = offset_deltas
     if compression is not CompressionType.NONE and is_control:
         raise ValueError("control batches are never compressed")
-    first_timestamp = items[0].timestamp
+    # Kafka's builder takes record timestamp deltas from the header's baseTimestamp, which is the delete
+    # horizon when one is set, so readers recover the records' own timestamps.
+    base_timestamp = items[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
     max_timestamp = max(item.timestamp for item in items)
     body = b"".join(
-        encode_record(delta, item.timestamp - first_timestamp, item.key, item.value, item.headers)
+        encode_record(delta, item.timestamp - base_timestamp, item.key, item.value, item.headers)
         for delta, item in zip(deltas, items, strict=True)
     )
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
@@ -714,10 +737,8 @@ def build_batch(
         attributes |= TRANSACTIONAL_FLAG_MASK
     if is_control:
         attributes |= CONTROL_FLAG_MASK
-    base_timestamp = first_timestamp
     if delete_horizon_ms is not None:
         attributes |= DELETE_HORIZON_FLAG_MASK
-        base_timestamp = delete_horizon_ms
     size = RECORD_BATCH_OVERHEAD + len(body)
     if size - LOG_OVERHEAD > _INT32_MAX:
         raise RecordTooLargeError(f"batch of {size} bytes exceeds the 32-bit length field")

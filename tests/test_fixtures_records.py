@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from logmgr.verify import verify_paths
 from segments.compression import CompressionType
 from segments.describe import batch_summary, record_summary
 from segments.file_records import FileRecords
@@ -163,3 +164,21 @@ def test_log_append_time_reports_batch_max_timestamp() -> None:
         stored = [r.stored_timestamp for r in first.records()]
         assert stored == [1700000000300, 1700000000100, 1700000000500, 1700000000200]
         assert {r.timestamp for r in first.records()} == {first.max_timestamp}
+
+
+def _readme_table() -> dict[str, tuple[int, int, int]]:
+    rows = {}
+    for line in (CLIENTS_GENERATED / "README.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 8 and cells[0].startswith("`") and cells[5].isdigit():
+            rows[cells[0].strip("`")] = (int(cells[5]), int(cells[6]), int(cells[7]))
+    return rows
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_verify_counts_match_readme(folder: str) -> None:
+    path = require_fixtures(CLIENTS_GENERATED / folder)
+    batches, records, size = _readme_table()[folder]
+    report = verify_paths([path])
+    assert report.ok, [str(p) for p in report.problems]
+    assert (report.segments, report.batches, report.records, report.bytes) == (1, batches, records, size)
