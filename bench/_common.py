@@ -1,0 +1,267 @@
+"""Shared pieces of the benchmarks: command-line options, timing, tables and the generated segment file.
+
+Throughput is in MB/s with MB = 10**6 bytes. Every timing is the best (minimum) of ``--repeats`` runs, as
+``timeit`` reports, because the minimum is the run least disturbed by the rest of the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import random
+import struct
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from crc32c import crc32c
+
+from segments.naming import log_file
+from segments.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    DefaultRecordBatch,
+    SimpleRecord,
+    build_batch,
+)
+
+BENCH_DIR = Path(__file__).resolve().parent
+DATA_DIR = BENCH_DIR / "data"
+DEFAULT_SIZE_MIB = 1024
+QUICK_SIZE_MIB = 64
+MIB = 1024 * 1024
+READ_CHUNK = 8 * MIB
+"""Same window as ``segments.file_records`` reads, so the raw-read baselines issue the same ``pread`` calls."""
+
+# Header fields the segment generator re-stamps (kafka-format.md §1.1); both sit inside the CRC range.
+_BASE_TIMESTAMP_OFFSET = 27
+_MAX_TIMESTAMP_OFFSET = 35
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+_T = TypeVar("_T")
+
+SEGMENT_RECORDS_PER_BATCH = 140
+SEGMENT_VALUE_SIZE = 100
+SEGMENT_DISTINCT_BATCHES = 8
+SEGMENT_START_TIMESTAMP = 1_700_000_000_000
+_SEGMENT_FORMAT_VERSION = 1
+
+_WORDS = (
+    b"user",
+    b"order",
+    b"click",
+    b"view",
+    b"cart",
+    b"pay",
+    b"ok",
+    b"error",
+    b"retry",
+    b"session",
+    b"checkout",
+    b"search",
+    b"login",
+    b"logout",
+    b"item",
+    b"price",
+    b"eur",
+    b"usd",
+    b"true",
+    b"false",
+)
+
+
+def add_common_args(parser: argparse.ArgumentParser, *, sized: bool = True) -> None:
+    """Options every benchmark takes: data size, ``--quick``, repeats and the data directory. O(1)."""
+    if sized:
+        parser.add_argument(
+            "--size-mib", type=int, default=None, help=f"segment size in MiB (default {DEFAULT_SIZE_MIB})"
+        )
+    parser.add_argument(
+        "--quick", action="store_true", help=f"smoke run: {QUICK_SIZE_MIB} MiB segment, fewer batches/repeats"
+    )
+    parser.add_argument("--repeats", type=int, default=None, help="timed runs per measurement (best is kept)")
+    parser.add_argument(
+        "--data-dir", type=Path, default=DATA_DIR, help=f"generated data (default {DATA_DIR})"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="also print a cProfile of our code (top by own time)"
+    )
+
+
+def size_mib(args: argparse.Namespace) -> int:
+    """``--size-mib`` when given, else the quick or full default. O(1)."""
+    if args.size_mib is not None:
+        if args.size_mib < 1:
+            raise SystemExit("--size-mib must be at least 1")
+        return int(args.size_mib)
+    return QUICK_SIZE_MIB if args.quick else DEFAULT_SIZE_MIB
+
+
+def repeats(args: argparse.Namespace, full: int) -> int:
+    """``--repeats`` when given, else ``full`` (2 under ``--quick``). O(1)."""
+    if args.repeats is not None:
+        return max(1, int(args.repeats))
+    return 2 if args.quick else full
+
+
+def best_of(fn: Callable[[], _T], runs: int) -> tuple[float, _T]:
+    """Best wall time in seconds of ``runs`` (at least one) calls of ``fn`` and the last call's result.
+    O(runs * fn)."""
+    best = float("inf")
+    for _ in range(max(1, runs)):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the repository root when it is inside it (reports stay machine-independent). O(1)."""
+    try:
+        return str(path.resolve().relative_to(BENCH_DIR.parent))
+    except ValueError:
+        return str(path)
+
+
+def mb_per_s(nbytes: int, seconds: float) -> float:
+    """Throughput in MB/s (10**6 bytes per second). O(1)."""
+    return nbytes / seconds / 1e6
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub-markdown table (also readable as plain text). O(cells)."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
+
+
+def text_value(rng: random.Random, size: int) -> bytes:
+    """A log-like value of exactly ``size`` bytes: words from a small vocabulary and digits, so codecs such as
+    lz4 find repeats (about 2x) as in real event payloads. O(size)."""
+    out = bytearray(b'{"ev":"')
+    while len(out) < size:
+        out += rng.choice(_WORDS)
+        out += b"%d," % rng.randrange(1000)
+    return bytes(out[:size])
+
+
+def read_all(path: Path, chunk: int = READ_CHUNK) -> int:
+    """Read a file with ``os.pread`` in ``chunk``-byte calls, discarding the bytes; return the bytes read. O(size).
+
+    Used to warm the page cache and as the plain-read baseline.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        total = 0
+        while True:
+            data = os.pread(fd, chunk, total)
+            if not data:
+                return total
+            total += len(data)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A generated ``.log`` file of identical-shape uncompressed batches."""
+
+    path: Path
+    size_bytes: int
+    batches: int
+    records: int
+    batch_size: int
+
+
+def segment(size_mib_: int, data_dir: Path = DATA_DIR) -> Segment:
+    """The benchmark segment of about ``size_mib_`` MiB under ``data_dir``, generated unless a file with the
+    same parameters is already there. O(size).
+
+    The file holds ``SEGMENT_DISTINCT_BATCHES`` distinct batches built once with ``build_batch`` and repeated:
+    each copy gets a new base offset (outside the CRC) and timestamps shifted by one millisecond per batch (so
+    the time index grows as in a real log), after which its CRC is recomputed.
+    """
+    directory = data_dir / f"segment-{size_mib_}mib"
+    path = log_file(directory, 0)
+    meta_path = directory / "segment.json"
+    params = {
+        "version": _SEGMENT_FORMAT_VERSION,
+        "size_mib": size_mib_,
+        "records_per_batch": SEGMENT_RECORDS_PER_BATCH,
+        "value_size": SEGMENT_VALUE_SIZE,
+    }
+    if meta_path.exists() and path.exists():
+        meta = json.loads(meta_path.read_text())
+        if meta.get("params") == params and meta.get("size_bytes") == path.stat().st_size:
+            return Segment(path, meta["size_bytes"], meta["batches"], meta["records"], meta["batch_size"])
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.iterdir():
+        if stale.is_file():
+            stale.unlink()
+    rng = random.Random(20240611)
+    templates = []
+    for t in range(SEGMENT_DISTINCT_BATCHES):
+        records = [
+            SimpleRecord(
+                text_value(rng, SEGMENT_VALUE_SIZE), b"key-%06d" % (t * 1000 + i), SEGMENT_START_TIMESTAMP + i
+            )
+            for i in range(SEGMENT_RECORDS_PER_BATCH)
+        ]
+        templates.append(build_batch(records))
+    batch_size = len(templates[0])
+    if any(len(t) != batch_size for t in templates):
+        raise AssertionError("template batches differ in size; the generator expects one batch size")
+    count = max(1, size_mib_ * MIB // batch_size)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        pending = bytearray()
+        for n in range(count):
+            stamped = bytearray(
+                DefaultRecordBatch(templates[n % len(templates)]).with_base_offset(
+                    n * SEGMENT_RECORDS_PER_BATCH
+                )
+            )
+            base_ts, max_ts = (
+                _I64.unpack_from(stamped, o)[0] for o in (_BASE_TIMESTAMP_OFFSET, _MAX_TIMESTAMP_OFFSET)
+            )
+            _I64.pack_into(stamped, _BASE_TIMESTAMP_OFFSET, base_ts + n)
+            _I64.pack_into(stamped, _MAX_TIMESTAMP_OFFSET, max_ts + n)
+            _U32.pack_into(stamped, CRC_OFFSET, crc32c(memoryview(stamped)[ATTRIBUTES_OFFSET:]))
+            pending += stamped
+            if len(pending) >= READ_CHUNK:
+                out.write(pending)
+                pending.clear()
+        out.write(pending)
+    os.replace(tmp, path)
+    info = Segment(path, count * batch_size, count, count * SEGMENT_RECORDS_PER_BATCH, batch_size)
+    meta_path.write_text(
+        json.dumps(
+            {
+                "params": params,
+                "size_bytes": info.size_bytes,
+                "batches": info.batches,
+                "records": info.records,
+                "batch_size": info.batch_size,
+            }
+        )
+    )
+    return info
+
+
+def profile(fn: Callable[[], object], top: int = 12) -> str:
+    """cProfile one call of ``fn``: the ``top`` functions by own time, as text. O(fn)."""
+    profiler = cProfile.Profile()
+    profiler.runcall(fn)
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
