@@ -29,7 +29,7 @@ _PREFIX = struct.Struct(">qi")
 _WINDOW = 8 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FileBatch:
     """A batch found in a file: where it starts and a lazy view of its bytes."""
 

@@ -149,7 +149,7 @@ class EndTransactionMarker:
         return struct.pack(">hi", self.CURRENT_VERSION, self.coordinator_epoch)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Header:
     """A record header: a UTF-8 key (never null) and a nullable value."""
 
@@ -157,7 +157,7 @@ class Header:
     value: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SimpleRecord:
     """A record to be written: what a producer supplies, before offsets are assigned."""
 
@@ -167,7 +167,7 @@ class SimpleRecord:
     headers: tuple[Header, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Record:
     """A decoded record, reported as Kafka's reader reports it.
 
@@ -568,77 +568,101 @@ def decode_records(
     append = records.append
     pos = 0
     end = len(region)
-    for _ in range(count):
-        start = pos
-        body_size, pos = decode_varint(region, pos)
-        if body_size < 0 or pos + body_size > end:
-            raise CorruptRecordError(
-                f"invalid record size: expected {body_size} bytes in record payload, but only {end - pos} remain",
-                position=start,
+    start = 0
+    try:
+        for _ in range(count):
+            start = pos
+            body_size, pos = decode_varint(region, pos)
+            if body_size < 0 or pos + body_size > end:
+                raise CorruptRecordError(
+                    f"invalid record size: expected {body_size} bytes in record payload, but only {end - pos} remain",
+                    position=start,
+                )
+            body_end = pos + body_size
+            pos += 1  # record attributes: unused
+            timestamp_delta, pos = decode_varlong(region, pos)
+            b = region[pos]
+            if b < 0x80:  # one-byte varint, inlined: the common case
+                offset_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                offset_delta, pos = decode_varint(region, pos)
+            b = region[pos]
+            if b < 0x80:  # one-byte varint, inlined: the common case
+                key_size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                key_size, pos = decode_varint(region, pos)
+            if key_size >= 0:
+                if pos + key_size > body_end:
+                    raise CorruptRecordError(f"key size {key_size} runs past the record end", position=start)
+                key: bytes | None = region[pos : pos + key_size]
+                pos += key_size
+            else:
+                key = None
+            b = region[pos]
+            if b < 0x80:  # one-byte varint, inlined: the common case
+                value_size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                value_size, pos = decode_varint(region, pos)
+            if value_size >= 0:
+                if pos + value_size > body_end:
+                    raise CorruptRecordError(f"value size {value_size} runs past the record end", position=start)
+                value: bytes | None = region[pos : pos + value_size]
+                pos += value_size
+            else:
+                value = None
+            b = region[pos]
+            if b < 0x80:  # one-byte varint, inlined: the common case
+                header_count = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                header_count, pos = decode_varint(region, pos)
+            if header_count < 0 or header_count > body_end - pos:
+                raise CorruptRecordError(f"found invalid number of record headers {header_count}", position=start)
+            headers: tuple[Header, ...] = ()
+            if header_count:
+                header_list = []
+                for _ in range(header_count):
+                    header_key_size, pos = decode_varint(region, pos)
+                    if header_key_size < 0 or pos + header_key_size > body_end:
+                        raise CorruptRecordError(f"invalid header key size {header_key_size}", position=start)
+                    # Kafka decodes header keys leniently (replacement characters); surrogateescape is as lenient
+                    # and keeps the exact bytes, so a batch re-encodes byte for byte.
+                    header_key = region[pos : pos + header_key_size].decode("utf-8", "surrogateescape")
+                    pos += header_key_size
+                    header_value_size, pos = decode_varint(region, pos)
+                    if header_value_size >= 0:
+                        if pos + header_value_size > body_end:
+                            raise CorruptRecordError(f"invalid header value size {header_value_size}", position=start)
+                        header_value: bytes | None = region[pos : pos + header_value_size]
+                        pos += header_value_size
+                    else:
+                        header_value = None
+                    header_list.append(Header(header_key, header_value))
+                headers = tuple(header_list)
+            if pos != body_end:
+                raise CorruptRecordError(
+                    f"invalid record size: expected to read {body_size} bytes in record payload, but read "
+                    f"{pos - body_end + body_size}",
+                    position=start,
+                )
+            stored_timestamp = base_timestamp + timestamp_delta
+            append(
+                Record(
+                    base_offset + offset_delta,
+                    stored_timestamp if log_append_time is None else log_append_time,
+                    key,
+                    value,
+                    headers,
+                    NO_SEQUENCE if base_sequence < 0 else increment_sequence(base_sequence, offset_delta),
+                    body_end - start,
+                    stored_timestamp,
+                )
             )
-        body_end = pos + body_size
-        pos += 1  # record attributes: unused
-        timestamp_delta, pos = decode_varlong(region, pos)
-        offset_delta, pos = decode_varint(region, pos)
-        key_size, pos = decode_varint(region, pos)
-        if key_size >= 0:
-            if pos + key_size > body_end:
-                raise CorruptRecordError(f"key size {key_size} runs past the record end", position=start)
-            key: bytes | None = region[pos : pos + key_size]
-            pos += key_size
-        else:
-            key = None
-        value_size, pos = decode_varint(region, pos)
-        if value_size >= 0:
-            if pos + value_size > body_end:
-                raise CorruptRecordError(f"value size {value_size} runs past the record end", position=start)
-            value: bytes | None = region[pos : pos + value_size]
-            pos += value_size
-        else:
-            value = None
-        header_count, pos = decode_varint(region, pos)
-        if header_count < 0 or header_count > body_end - pos:
-            raise CorruptRecordError(f"found invalid number of record headers {header_count}", position=start)
-        headers: tuple[Header, ...] = ()
-        if header_count:
-            header_list = []
-            for _ in range(header_count):
-                header_key_size, pos = decode_varint(region, pos)
-                if header_key_size < 0 or pos + header_key_size > body_end:
-                    raise CorruptRecordError(f"invalid header key size {header_key_size}", position=start)
-                # Kafka decodes header keys leniently (replacement characters); surrogateescape is as lenient
-                # and keeps the exact bytes, so a batch re-encodes byte for byte.
-                header_key = region[pos : pos + header_key_size].decode("utf-8", "surrogateescape")
-                pos += header_key_size
-                header_value_size, pos = decode_varint(region, pos)
-                if header_value_size >= 0:
-                    if pos + header_value_size > body_end:
-                        raise CorruptRecordError(f"invalid header value size {header_value_size}", position=start)
-                    header_value: bytes | None = region[pos : pos + header_value_size]
-                    pos += header_value_size
-                else:
-                    header_value = None
-                header_list.append(Header(header_key, header_value))
-            headers = tuple(header_list)
-        if pos != body_end:
-            raise CorruptRecordError(
-                f"invalid record size: expected to read {body_size} bytes in record payload, but read "
-                f"{pos - body_end + body_size}",
-                position=start,
-            )
-        stored_timestamp = base_timestamp + timestamp_delta
-        append(
-            Record(
-                base_offset + offset_delta,
-                stored_timestamp if log_append_time is None else log_append_time,
-                key,
-                value,
-                headers,
-                NO_SEQUENCE if base_sequence < 0 else increment_sequence(base_sequence, offset_delta),
-                body_end - start,
-                stored_timestamp,
-            )
-        )
+    except IndexError:
+        raise CorruptRecordError("record runs past the end of the records region", position=start) from None
     if pos != end:
         raise CorruptRecordError(
             f"incorrect declared batch size, {end - pos} bytes remain after {count} records", position=pos
@@ -654,16 +678,30 @@ def encode_record(
     headers: Sequence[Header] = (),
 ) -> bytes:
     """Encode one magic-2 record, length varint included. O(size)."""
+    out = bytearray()
+    append_record(out, offset_delta, timestamp_delta, key, value, headers)
+    return bytes(out)
+
+
+def append_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+) -> None:
+    """Append one encoded magic-2 record (length varint, then body) to ``out``. O(size)."""
     body = bytearray(b"\x00")
     body += encode_varlong(timestamp_delta)
     body += encode_varint(offset_delta)
     if key is None:
-        body += b"\x01"  # varint(-1)
+        body.append(1)  # varint(-1)
     else:
         body += encode_varint(len(key))
         body += key
     if value is None:
-        body += b"\x01"
+        body.append(1)
     else:
         body += encode_varint(len(value))
         body += value
@@ -673,11 +711,12 @@ def encode_record(
         body += encode_varint(len(header_key))
         body += header_key
         if header.value is None:
-            body += b"\x01"
+            body.append(1)
         else:
             body += encode_varint(len(header.value))
             body += header.value
-    return encode_varint(len(body)) + bytes(body)
+    out += encode_varint(len(body))
+    out += body
 
 
 def build_batch(
@@ -718,10 +757,10 @@ def build_batch(
     # horizon when one is set, so readers recover the records' own timestamps.
     base_timestamp = items[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
     max_timestamp = max(item.timestamp for item in items)
-    body = b"".join(
-        encode_record(delta, item.timestamp - base_timestamp, item.key, item.value, item.headers)
-        for delta, item in zip(deltas, items, strict=True)
-    )
+    encoded = bytearray()
+    for delta, item in zip(deltas, items, strict=True):
+        append_record(encoded, delta, item.timestamp - base_timestamp, item.key, item.value, item.headers)
+    body: bytes | bytearray = encoded
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         if log_append_time is None:
             raise ValueError("LogAppendTime batches need log_append_time")

@@ -19,8 +19,14 @@ def _zigzag_encode(value: int) -> int:
     return (value << 1) ^ (value >> 63)
 
 
+# Values -64..63 encode to one byte; records are full of them (lengths of small keys, deltas, header counts).
+_ONE_BYTE = [bytes((((v << 1) ^ (v >> 63)) & 0xFF,)) for v in range(-64, 64)]
+
+
 def encode_varint(value: int) -> bytes:
     """Encode a signed int32 as a zig-zag varint (1-5 bytes). O(1)."""
+    if -64 <= value < 64:
+        return _ONE_BYTE[value + 64]
     if not _INT32_MIN <= value <= _INT32_MAX:
         raise ValueError(f"varint out of int32 range: {value}")
     return _encode_unsigned(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
@@ -28,6 +34,8 @@ def encode_varint(value: int) -> bytes:
 
 def encode_varlong(value: int) -> bytes:
     """Encode a signed int64 as a zig-zag varlong (1-10 bytes). O(1)."""
+    if -64 <= value < 64:
+        return _ONE_BYTE[value + 64]
     if not _INT64_MIN <= value <= _INT64_MAX:
         raise ValueError(f"varlong out of int64 range: {value}")
     return _encode_unsigned(_zigzag_encode(value) & 0xFFFFFFFFFFFFFFFF)
@@ -46,12 +54,16 @@ def _encode_unsigned(raw: int) -> bytes:
 
 def varint_size(value: int) -> int:
     """Number of bytes :func:`encode_varint` produces for ``value``. O(1)."""
+    if -64 <= value < 64:
+        return 1
     raw = ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
     return max(1, (raw.bit_length() + 6) // 7)
 
 
 def varlong_size(value: int) -> int:
     """Number of bytes :func:`encode_varlong` produces for ``value``. O(1)."""
+    if -64 <= value < 64:
+        return 1
     raw = _zigzag_encode(value) & 0xFFFFFFFFFFFFFFFF
     return max(1, (raw.bit_length() + 6) // 7)
 
@@ -62,23 +74,14 @@ def decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
     Raises :class:`CorruptRecordError` (position = ``pos``) if the buffer ends mid-varint or the encoding
     is longer than 5 bytes.
     """
-    b = _byte_at(buf, pos, pos)
+    try:
+        b = buf[pos]
+    except IndexError:
+        raise CorruptRecordError("buffer ends inside a varint", position=pos) from None
     if b < 0x80:
+        # One-byte values are by far the most common (lengths, deltas, counts): no loop for them.
         return (b >> 1) ^ -(b & 1), pos + 1
-    raw = b & 0x7F
-    shift = 7
-    cursor = pos + 1
-    while True:
-        b = _byte_at(buf, cursor, pos)
-        cursor += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 28:
-            raise CorruptRecordError("varint is longer than 5 bytes", position=pos)
-    raw &= 0xFFFFFFFF
-    return (raw >> 1) ^ -(raw & 1), cursor
+    return _decode_multi_byte(buf, pos, 28, 0xFFFFFFFF, "varint is longer than 5 bytes")
 
 
 def decode_varlong(buf: bytes, pos: int) -> tuple[int, int]:
@@ -86,27 +89,30 @@ def decode_varlong(buf: bytes, pos: int) -> tuple[int, int]:
 
     Raises :class:`CorruptRecordError` if the buffer ends mid-varlong or the encoding is longer than 10 bytes.
     """
-    b = _byte_at(buf, pos, pos)
+    try:
+        b = buf[pos]
+    except IndexError:
+        raise CorruptRecordError("buffer ends inside a varint", position=pos) from None
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
-    raw = b & 0x7F
-    shift = 7
-    cursor = pos + 1
+    return _decode_multi_byte(buf, pos, 63, 0xFFFFFFFFFFFFFFFF, "varlong is longer than 10 bytes")
+
+
+def _decode_multi_byte(buf: bytes, pos: int, max_shift: int, mask: int, too_long: str) -> tuple[int, int]:
+    raw = 0
+    shift = 0
+    cursor = pos
     while True:
-        b = _byte_at(buf, cursor, pos)
+        try:
+            b = buf[cursor]
+        except IndexError:
+            raise CorruptRecordError("buffer ends inside a varint", position=pos) from None
         cursor += 1
         raw |= (b & 0x7F) << shift
         if b < 0x80:
             break
         shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varlong is longer than 10 bytes", position=pos)
-    raw &= 0xFFFFFFFFFFFFFFFF
+        if shift > max_shift:
+            raise CorruptRecordError(too_long, position=pos)
+    raw &= mask
     return (raw >> 1) ^ -(raw & 1), cursor
-
-
-def _byte_at(buf: bytes, index: int, start: int) -> int:
-    try:
-        return buf[index]
-    except IndexError:
-        raise CorruptRecordError("buffer ends inside a varint", position=start) from None
