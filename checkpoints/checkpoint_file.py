@@ -22,14 +22,9 @@ from os import PathLike
 from typing import Generic, TypeVar
 
 from checkpoints.atomic import atomic_write_bytes
-from checkpoints.java_text import (
-    check_line_separator,
-    decode_utf8,
-    parse_java_int,
-    split_lines,
-    split_whitespace,
-)
+from checkpoints.java_text import check_line_separator, decode_utf8, split_lines, split_whitespace
 from segments.errors import CorruptCheckpointError
+from segments.java_numbers import parse_java_int
 
 T = TypeVar("T")
 ReadT = TypeVar("ReadT")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from os import PathLike
 
 from checkpoints.atomic import atomic_write_bytes, fsync_dir
-from checkpoints.java_text import INT64_MAX, INT64_MIN, check_java_int
+from segments.java_numbers import INT64_MAX, INT64_MIN, check_java_int
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 CLEAN_SHUTDOWN_VERSION = 0

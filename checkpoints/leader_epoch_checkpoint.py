@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from os import PathLike
 
 from checkpoints.checkpoint_file import TextCheckpointFile, format_checkpoint, parse_checkpoint
-from checkpoints.java_text import check_java_int, parse_java_int
+from segments.java_numbers import check_java_int, parse_java_int
 
 LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 LEADER_EPOCH_CHECKPOINT_VERSION = 0

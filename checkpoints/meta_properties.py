@@ -23,15 +23,10 @@ from datetime import datetime
 from os import PathLike
 
 from checkpoints.atomic import atomic_write_bytes
-from checkpoints.java_text import (
-    check_java_int,
-    check_line_separator,
-    line_separator,
-    parse_java_int,
-    split_lines,
-)
+from checkpoints.java_text import check_line_separator, line_separator, split_lines
 from checkpoints.kafka_uuid import uuid_from_kafka, uuid_to_kafka
 from segments.errors import CorruptCheckpointError
+from segments.java_numbers import check_java_int, parse_java_int
 
 META_PROPERTIES_FILE = "meta.properties"
 VERSION_KEY = "version"

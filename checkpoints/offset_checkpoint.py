@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from os import PathLike
 
 from checkpoints.checkpoint_file import TextCheckpointFile, format_checkpoint, parse_checkpoint
-from checkpoints.java_text import JAVA_WHITESPACE, check_java_int, parse_java_int
+from checkpoints.java_text import JAVA_WHITESPACE
+from segments.java_numbers import check_java_int, parse_java_int
 from segments.naming import TopicPartition
 
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from os import PathLike
 
 from checkpoints.atomic import atomic_write_bytes
-from checkpoints.java_text import JAVA_WHITESPACE, check_java_int, decode_utf8, parse_java_int, split_lines
+from checkpoints.java_text import JAVA_WHITESPACE, decode_utf8, split_lines
 from checkpoints.kafka_uuid import ZERO_UUID, uuid_from_kafka, uuid_to_kafka
 from segments.errors import CorruptCheckpointError
+from segments.java_numbers import check_java_int, parse_java_int
 
 PARTITION_METADATA_FILE = "partition.metadata"
 PARTITION_METADATA_VERSION = 0

@@ -23,8 +23,8 @@ from os import PathLike
 import crc32c
 
 from checkpoints.atomic import atomic_write_bytes
-from checkpoints.java_text import check_java_int
 from segments.errors import CorruptSnapshotError
+from segments.java_numbers import check_java_int
 from segments.naming import offset_from_file_name
 
 PRODUCER_SNAPSHOT_VERSION = 1

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal, Self
 
 from segments.errors import InvalidOffsetError, InvalidPartitionDirError, InvalidTopicError
+from segments.java_numbers import INT32_MAX, INT64_MAX, parse_java_int
 
 __all__ = [
     "CHECKPOINT_SUFFIX",
@@ -74,12 +75,8 @@ MAX_TOPIC_LENGTH = 249
 _OFFSET_WIDTH = 20
 _EPOCH_WIDTH = 10
 _MAX_FILE_NAME = 255
-_INT32_MAX = 2**31 - 1
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-# Character.digit(c, 10) accepts every Unicode decimal digit (category Nd), as does \d on str patterns.
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")
 _KRAFT_SNAPSHOT = re.compile(rf"([0-9]{{{_OFFSET_WIDTH}}})-([0-9]{{{_EPOCH_WIDTH}}})\.checkpoint")
 # A uniqueId holds no whitespace (the patterns use \S) and no '.' (parsing cuts at the last one). Parsing can
 # yield an empty one (``t-0.x-1.-delete`` is topic ``t-0.x``), which Kafka accepts but never writes.
@@ -99,24 +96,20 @@ _KIND_PATTERNS: dict[DirKind, re.Pattern[str]] = {
 }
 
 
-def _parse_java_integer(text: str, low: int, high: int) -> int | None:
-    """``text`` as Java's ``parseInt``/``parseLong`` reads it within ``[low, high]``, else None."""
-    if _JAVA_INTEGER.fullmatch(text) is None:
+def _parse_java_integer(text: str, bits: int) -> int | None:
+    """``text`` as Java's ``parseInt``/``parseLong`` reads it, else None."""
+    try:
+        return parse_java_int(text, bits)
+    except ValueError:
         return None
-    value = int(text)
-    return value if low <= value <= high else None
-
-
-# --- segment files --------------------------------------------------------------------------------------------
-
 
 def filename_prefix_from_offset(offset: int) -> str:
     """The 20-digit zero-padded name every file of the segment starting at ``offset`` begins with. O(1).
 
     Raises ``ValueError`` for an offset outside ``0..2**63-1``.
     """
-    if not 0 <= offset <= _INT64_MAX:
-        raise ValueError(f"offset {offset} cannot name a segment file (must be 0..{_INT64_MAX})")
+    if not 0 <= offset <= INT64_MAX:
+        raise ValueError(f"offset {offset} cannot name a segment file (must be 0..{INT64_MAX})")
     return f"{offset:0{_OFFSET_WIDTH}d}"
 
 
@@ -158,7 +151,7 @@ def offset_from_file_name(name: str) -> int:
     dot = name.find(".")
     if dot < 0:
         raise InvalidOffsetError(f"file name {name!r} has no '.' after its offset")
-    offset = _parse_java_integer(name[:dot], _INT64_MIN, _INT64_MAX)
+    offset = _parse_java_integer(name[:dot], 64)
     if offset is None:
         raise InvalidOffsetError(f"file name {name!r} does not start with an offset (a 64-bit integer)")
     return offset
@@ -184,7 +177,7 @@ def parse_kraft_snapshot_name(name: str) -> tuple[int, int] | None:
     if match is None:
         return None
     offset, epoch = int(match.group(1)), int(match.group(2))
-    if offset > _INT64_MAX or epoch > _INT32_MAX:
+    if offset > INT64_MAX or epoch > INT32_MAX:
         return None
     return offset, epoch
 
@@ -217,7 +210,9 @@ def _split_topic_partition(name: str, original: str) -> tuple[str, int]:
     """``<topic>-<partition>`` split at the last ``-``; ``original`` is the text named in the error."""
     index = name.rfind("-")
     topic, partition_text = name[:index], name[index + 1 :]
-    partition = _parse_java_integer(partition_text, 0, _INT32_MAX) if index >= 0 and topic else None
+    partition = _parse_java_integer(partition_text, 32) if index >= 0 and topic else None
+    if partition is not None and partition < 0:
+        partition = None
     if partition is None:
         raise InvalidPartitionDirError(
             f"{original!r} is not in the form of topic-partition or topic-partition.uniqueId-delete "

@@ -768,7 +768,7 @@ def build_batch(
     elif timestamp_type is not TimestampType.CREATE_TIME:
         raise ValueError("magic 2 batches are CreateTime or LogAppendTime")
     if compression is not CompressionType.NONE:
-        body = compress(compression, body, level=compression_level)
+        body = compress(compression, memoryview(encoded), level=compression_level)
     attributes = int(compression)
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK

@@ -23,16 +23,7 @@ from checkpoints.clean_shutdown import (
     format_clean_shutdown,
     parse_clean_shutdown,
 )
-from checkpoints.java_text import (
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
-    line_separator,
-    parse_java_int,
-    split_lines,
-    split_whitespace,
-)
+from checkpoints.java_text import line_separator, split_lines, split_whitespace
 from checkpoints.kafka_uuid import METADATA_TOPIC_ID, ZERO_UUID, uuid_from_kafka, uuid_to_kafka
 from checkpoints.leader_epoch_checkpoint import (
     LEADER_EPOCH_CHECKPOINT_FILE,
@@ -68,6 +59,7 @@ from checkpoints.partition_metadata import (
     write_partition_metadata,
 )
 from segments.errors import CorruptCheckpointError
+from segments.java_numbers import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, parse_java_int
 from segments.naming import TopicPartition
 from tests.conftest import KAFKA_REAL, require_fixtures
 

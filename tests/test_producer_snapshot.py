@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checkpoints.java_text import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from checkpoints.producer_snapshot import (
     ENTRY_SIZE,
     HEADER_SIZE,
@@ -24,6 +23,7 @@ from checkpoints.producer_snapshot import (
     write_producer_snapshot,
 )
 from segments.errors import CorruptSnapshotError, InvalidOffsetError
+from segments.java_numbers import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from segments.naming import producer_snapshot_file
 from tests.conftest import KAFKA_REAL, require_fixtures
 
