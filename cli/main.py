@@ -1,0 +1,155 @@
+"""``logmgr``: an operator's toolbox for Kafka data directories.
+
+Exit codes: 0 success, 1 problems found or operation failed, 2 usage error. Errors are one line on stderr; ``--debug``
+shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from cli.dump_cmd import dump
+from logmgr.reindex import reindex as reindex_paths
+from logmgr.verify import verify_paths
+from segments.errors import StorageFormatError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Failure(click.ClickException):
+    """A one-line error and exit code 1 (click prints ``Error: ...`` on stderr)."""
+
+    exit_code = 1
+
+
+def one_line_errors(func: F) -> F:
+    """Turn library and OS errors into a one-line message and exit 1, unless ``--debug`` was given."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (StorageFormatError, OSError, ValueError) as err:
+            ctx = click.get_current_context()
+            if ctx.find_root().params.get("debug"):
+                raise
+            raise Failure(str(err)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.version_option(package_name="logmgr")
+def main(debug: bool) -> None:
+    """Inspect, verify and repair Apache Kafka data directories offline.
+
+    \b
+    Example:
+        logmgr verify /var/lib/kafka/data
+    """
+
+
+def _progress_enabled(as_json: bool) -> bool:
+    return not as_json and sys.stderr.isatty()
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with totals and problems.")
+@one_line_errors
+def verify(paths: tuple[Path, ...], as_json: bool) -> None:
+    """Verify log dirs, partition dirs or single files: every batch CRC and record, every index, snapshot and
+    checkpoint. Exits 0 when clean, 1 when problems are found.
+
+    \b
+    Examples:
+        logmgr verify /var/lib/kafka/data
+        logmgr verify /var/lib/kafka/data/orders-0/00000000000000000000.log --json
+    """
+    progress: Callable[[Path], None] | None = None
+    if _progress_enabled(as_json):
+
+        def progress(path: Path) -> None:
+            click.echo(f"\r\x1b[Kverifying {path}", nl=False, err=True)
+
+    report = verify_paths(paths, progress=progress)
+    if progress is not None:
+        click.echo("\r\x1b[K", nl=False, err=True)
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+    else:
+        for problem in report.problems:
+            click.echo(str(problem))
+        status = "OK" if report.ok else f"{len(report.problems)} problem(s)"
+        click.echo(
+            f"{status}: {report.files} files, {report.segments} segments, {report.batches} batches, "
+            f"{report.records} records, {report.bytes} bytes"
+        )
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("target", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the rebuilt indexes into this directory instead of replacing them in place.",
+)
+@click.option("--index-interval-bytes", type=click.IntRange(min=0), default=4096, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per segment.")
+@one_line_errors
+def reindex(target: Path, out: Path | None, index_interval_bytes: int, as_json: bool) -> None:
+    """Rebuild .index, .timeindex and .txnindex files from the .log files of a partition dir (or one .log file),
+    trimmed as Kafka leaves them after a clean shutdown. In place (atomically) unless --out is given. The .log
+    files are never changed; exits 1 if a .log has invalid bytes (indexes then cover its valid prefix).
+
+    \b
+    Example:
+        logmgr reindex /var/lib/kafka/data/orders-0 --out /tmp/orders-0-indexes
+    """
+    report = reindex_paths(target, out=out, index_interval_bytes=index_interval_bytes)
+    for segment in report.segments:
+        if as_json:
+            click.echo(
+                json.dumps(
+                    {
+                        "log": str(segment.log),
+                        "baseOffset": segment.base_offset,
+                        "batches": segment.batches,
+                        "offsetIndexEntries": segment.offset_entries,
+                        "timeIndexEntries": segment.time_entries,
+                        "abortedTransactions": segment.aborted_txns,
+                        "validBytes": segment.valid_bytes,
+                        "invalidTailBytes": segment.invalid_tail_bytes,
+                        "error": None if segment.error is None else str(segment.error),
+                        "written": [str(p) for p in segment.written],
+                    }
+                )
+            )
+        else:
+            click.echo(
+                f"{segment.log}: {segment.batches} batches, {segment.offset_entries} offset entries, "
+                f"{segment.time_entries} time entries, {segment.aborted_txns} aborted transactions"
+            )
+            if segment.error is not None:
+                click.echo(f"  {segment.error}", err=True)
+            elif segment.invalid_tail_bytes:
+                click.echo(
+                    f"  {segment.log}: position {segment.valid_bytes}: {segment.invalid_tail_bytes} invalid bytes "
+                    "at the end (recovery would truncate them)",
+                    err=True,
+                )
+    if not report.ok:
+        sys.exit(1)
+
+
+main.add_command(dump)

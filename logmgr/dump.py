@@ -1,0 +1,857 @@
+"""What Kafka's ``kafka-dump-log`` (``kafka.tools.DumpLogSegments``) prints, as text lines or JSON-ready dicts.
+
+:func:`dump_files` dumps ``.log`` segments and KRaft ``.checkpoint`` snapshots (``bootstrap.checkpoint``
+included), ``.index``, ``.timeindex``, ``.txnindex`` and producer-state ``.snapshot`` files with Kafka's field
+names and order (``kafka-format.md`` §8), plus the checkpoint and metadata files Kafka's tool ignores
+(offset checkpoints, ``leader-epoch-checkpoint``, ``partition.metadata``, ``meta.properties``,
+``.kafka_cleanshutdown``) in the same ``name: value`` style.
+
+Like Kafka, the reports gathered while dumping (offset-index entries that do not point at the batch ending at
+their offset, time-index disagreements, non-consecutive record offsets under deep iteration) come after the last
+file, on stderr. Unlike Kafka, corrupt input never stops the run: the error is reported with its file and byte
+position, the dump goes on with the next batch or file, and the line carries ``problem=True`` so a caller can
+fail at the end. Deliberate differences from Kafka: reports list pairs in file order (Kafka's come out reversed
+and in hash order across files); an index whose ``.log`` is missing still has its entries printed; a position
+in an offset index that holds no complete batch is reported as a mismatch with log offset -1 instead of a crash.
+
+With ``as_json`` every stdout line is one dict with a ``type``: ``file`` (``path``, ``kind`` and what the name
+carries), ``batch`` (:func:`segments.describe.batch_summary` + ``isValid``), ``record``
+(:func:`segments.describe.record_summary` + ``keySize``, ``valueSize``, ``headerKeys``; ``key``, ``value`` and
+``headers`` (base64) only with ``print_data_log``; ``isValid`` for magic 0/1; ``controlData`` for KRaft control
+records), ``indexEntry``, ``timeIndexEntry``, ``abortedTxn``, ``producerSnapshotEntry``,
+``offsetCheckpointEntry``, ``leaderEpochEntry``, ``partitionMetadata``, ``metaProperties``, ``cleanShutdown``,
+``invalidBytes``, ``error`` (also written as text on stderr) and the final reports ``indexMismatch``,
+``timeIndexMismatch``, ``timeIndexOutOfOrder``, ``timeIndexOffsetNotFound``, ``nonConsecutiveOffsets``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import struct
+import uuid
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkpoints.clean_shutdown import CLEAN_SHUTDOWN_FILE, parse_clean_shutdown
+from checkpoints.kafka_uuid import uuid_to_kafka
+from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, parse_leader_epoch_checkpoint
+from checkpoints.meta_properties import META_PROPERTIES_FILE, parse_meta_properties
+from checkpoints.offset_checkpoint import OFFSET_CHECKPOINT_FILES, parse_offset_checkpoint
+from checkpoints.partition_metadata import PARTITION_METADATA_FILE, parse_partition_metadata
+from checkpoints.producer_snapshot import ProducerSnapshotEntry, parse_producer_snapshot
+from segments.compression import CompressionType
+from segments.describe import batch_summary, control_info, record_summary
+from segments.errors import CorruptRecordError, InvalidOffsetError, StorageFormatError
+from segments.file_records import FileBatch, FileRecords
+from segments.legacy import RECORD_OVERHEAD_V0
+from segments.naming import (
+    CHECKPOINT_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    offset_from_file_name,
+    parse_kraft_snapshot_name,
+)
+from segments.offset_index import OffsetIndex
+from segments.records import LOG_OVERHEAD, MAGIC_V2, NO_TIMESTAMP, ControlRecordType, Record
+from segments.time_index import TimeIndex
+from segments.transaction_index import TransactionIndex
+
+BOOTSTRAP_CHECKPOINT_FILE = "bootstrap.checkpoint"
+"""KRaft's binary bootstrap snapshot (``BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME``)."""
+
+RECORD_INDENT = "|"
+_INT32_MAX = 2**31 - 1
+
+_KRAFT_CONTROL_LABELS = {
+    ControlRecordType.SNAPSHOT_HEADER: "SnapshotHeader",
+    ControlRecordType.SNAPSHOT_FOOTER: "SnapshotFooter",
+    ControlRecordType.KRAFT_VERSION: "KRaftVersion",
+    ControlRecordType.KRAFT_VOTERS: "KRaftVoters",
+}
+
+# Kinds whose file name starts with the segment base offset.
+_SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex")
+
+
+@dataclass(frozen=True, slots=True)
+class DumpOptions:
+    """``--deep-iteration``, ``--print-data-log`` (implies deep iteration, as in Kafka) and ``--json``."""
+
+    deep_iteration: bool = False
+    print_data_log: bool = False
+    as_json: bool = False
+
+    @property
+    def deep(self) -> bool:
+        """Whether records are iterated. O(1)."""
+        return self.deep_iteration or self.print_data_log
+
+
+@dataclass(frozen=True, slots=True)
+class DumpLine:
+    """One output line: text, or a dict to print as one JSON line; ``problem`` marks corrupt or unreadable
+    input (the command exits 1 when any line has it)."""
+
+    content: str | dict[str, Any]
+    stderr: bool = False
+    problem: bool = False
+
+
+_NAMED_KINDS = {
+    CLEAN_SHUTDOWN_FILE: "cleanShutdown",
+    LEADER_EPOCH_CHECKPOINT_FILE: "leaderEpochCheckpoint",
+    PARTITION_METADATA_FILE: "partitionMetadata",
+    META_PROPERTIES_FILE: "metaProperties",
+    BOOTSTRAP_CHECKPOINT_FILE: "bootstrapSnapshot",
+    **dict.fromkeys(OFFSET_CHECKPOINT_FILES, "offsetCheckpoint"),
+}
+_SUFFIX_KINDS = {
+    LOG_SUFFIX: "log",
+    CHECKPOINT_SUFFIX: "kraftSnapshot",
+    INDEX_SUFFIX: "index",
+    TIME_INDEX_SUFFIX: "timeindex",
+    TXN_INDEX_SUFFIX: "txnindex",
+    SNAPSHOT_SUFFIX: "producerSnapshot",
+}
+
+
+def file_kind(name: str) -> str:
+    """What a file name is for :func:`dump_files`, Kafka's dispatch on the last suffix first extended with the
+    checkpoint and metadata files: ``log``, ``kraftSnapshot``, ``bootstrapSnapshot``, ``index``, ``timeindex``,
+    ``txnindex``, ``producerSnapshot``, ``offsetCheckpoint``, ``leaderEpochCheckpoint``, ``partitionMetadata``,
+    ``metaProperties``, ``cleanShutdown`` or ``unknown``. O(len(name))."""
+    if name in _NAMED_KINDS:
+        return _NAMED_KINDS[name]
+    dot = name.rfind(".")
+    return _SUFFIX_KINDS.get(name[dot:], "unknown") if dot >= 0 else "unknown"
+
+
+def dump_files(
+    paths: Iterable[str | os.PathLike[str]], options: DumpOptions
+) -> Generator[DumpLine, None, None]:
+    """Dump every file in order, then the reports gathered on the way. O(total bytes of the files).
+
+    Lazy: files are read as lines are consumed, and closing the generator closes the open file. Never raises
+    for bad content or unreadable files: such problems become lines with ``problem=True``.
+    """
+    return _Dumper(options).run(paths)
+
+
+def kraft_control_json(kind: ControlRecordType, value: bytes | None) -> dict[str, Any]:
+    """The value of a KRaft control record (SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS) as
+    Kafka's generated JSON converter writes it. O(len(value)).
+
+    Raises :class:`CorruptRecordError` when the value is too short or a non-nullable field is null, and
+    ``ValueError`` for another control type.
+    """
+    reader = _MessageReader(value)
+    if kind is ControlRecordType.SNAPSHOT_HEADER:
+        out: dict[str, Any] = {"version": reader.int16(), "lastContainedLogTimestamp": reader.int64()}
+    elif kind is ControlRecordType.SNAPSHOT_FOOTER:
+        out = {"version": reader.int16()}
+    elif kind is ControlRecordType.KRAFT_VERSION:
+        out = {"version": reader.int16(), "kRaftVersion": reader.int16()}
+    elif kind is ControlRecordType.KRAFT_VOTERS:
+        out = {
+            "version": reader.int16(),
+            "voters": [_voter(reader) for _ in range(reader.array_length("voters"))],
+        }
+    else:
+        raise ValueError(f"{kind.name} is not a KRaft control record with a JSON form")
+    reader.skip_tagged_fields()
+    return out
+
+
+def _voter(reader: _MessageReader) -> dict[str, Any]:
+    voter: dict[str, Any] = {"voterId": reader.int32(), "voterUuid": reader.uuid()}
+    endpoints = []
+    for _ in range(reader.array_length("endpoints")):
+        endpoints.append(
+            {"name": reader.string("name"), "host": reader.string("host"), "port": reader.uint16()}
+        )
+        reader.skip_tagged_fields()
+    voter["endpoints"] = endpoints
+    voter["kRaftVersionFeature"] = {
+        "minSupportedVersion": reader.int16(),
+        "maxSupportedVersion": reader.int16(),
+    }
+    reader.skip_tagged_fields()
+    reader.skip_tagged_fields()
+    return voter
+
+
+class _MessageReader:
+    """Reads a flexible-version Kafka message (compact strings/arrays, unsigned varints, tagged fields)."""
+
+    def __init__(self, data: bytes | None) -> None:
+        self._data = b"" if data is None else bytes(data)
+        self._pos = 0
+
+    def _take(self, size: int) -> bytes:
+        if size > len(self._data) - self._pos:
+            raise CorruptRecordError(
+                f"control record value of {len(self._data)} bytes ends inside a field at byte {self._pos}"
+            )
+        chunk = self._data[self._pos : self._pos + size]
+        self._pos += size
+        return chunk
+
+    def _unpack(self, fmt: str) -> int:
+        value: int = struct.unpack(fmt, self._take(struct.calcsize(fmt)))[0]
+        return value
+
+    def int16(self) -> int:
+        return self._unpack(">h")
+
+    def uint16(self) -> int:
+        return self._unpack(">H")
+
+    def int32(self) -> int:
+        return self._unpack(">i")
+
+    def int64(self) -> int:
+        return self._unpack(">q")
+
+    def unsigned_varint(self) -> int:
+        value = 0
+        for shift in range(0, 35, 7):
+            byte = self._take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+        raise CorruptRecordError(
+            f"unsigned varint longer than 5 bytes in a control record value at byte {self._pos}"
+        )
+
+    def _compact_length(self, what: str) -> int:
+        length = self.unsigned_varint() - 1
+        if length < 0:
+            raise CorruptRecordError(f"non-nullable field {what} was serialized as null")
+        return length
+
+    def array_length(self, what: str) -> int:
+        return self._compact_length(what)
+
+    def string(self, what: str) -> str:
+        return self._take(self._compact_length(what)).decode("utf-8", errors="replace")
+
+    def uuid(self) -> str:
+        return uuid_to_kafka(uuid.UUID(bytes=self._take(16)))
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(self.unsigned_varint()):
+            self.unsigned_varint()
+            self._take(self.unsigned_varint())
+
+
+def _java_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _optional_long(value: int | None) -> str:
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def _size(data: bytes | None) -> int:
+    return -1 if data is None else len(data)
+
+
+def _string(data: bytes) -> str:
+    """Kafka's ``StringDecoder``: UTF-8 with malformed input replaced."""
+    return bytes(data).decode("utf-8", errors="replace")
+
+
+def _header_key(key: str) -> str:
+    """A header key as Kafka shows it: the record layer keeps undecodable bytes as surrogate escapes, Kafka's
+    reader replaces them."""
+    return key.encode("utf-8", "surrogateescape").decode("utf-8", errors="replace")
+
+
+def _to_int32(value: int) -> int:
+    return (value + 2**31) % 2**32 - 2**31
+
+
+def _decrement_sequence(sequence: int, decrement: int) -> int:
+    """Kafka's ``DefaultRecordBatch.decrementSequence`` (wraps below 0 to ``Int.MAX``), in Java int arithmetic."""
+    if sequence < decrement:
+        return _to_int32(_INT32_MAX - (decrement - sequence) + 1)
+    return _to_int32(sequence - decrement)
+
+
+def _locate(err: StorageFormatError, path: str, batch_position: int) -> StorageFormatError:
+    """``err`` raised inside the batch at ``batch_position`` of ``path``, with an absolute position."""
+    if err.position is None:
+        return type(err)(err.message, path=path, position=batch_position)
+    return err.at(path, position_base=batch_position)
+
+
+def _batch_at(records: FileRecords, position: int) -> FileBatch | None:
+    """The batch starting at ``position`` under Kafka's file rule (None past the last complete batch), reading
+    only that batch. O(batch size)."""
+    prefix = records.read(position, LOG_OVERHEAD)
+    if len(prefix) < LOG_OVERHEAD:
+        return None
+    (size,) = struct.unpack_from(">i", prefix, 8)
+    # A size below the minimum still gets enough room for the walker to see it and raise.
+    return next(records.batches(position, position + LOG_OVERHEAD + max(size, RECORD_OVERHEAD_V0)), None)
+
+
+def _sibling(path: str, suffix: str) -> str:
+    """``<dir>/<text before the first '.'><suffix>``: the segment file Kafka pairs with an index."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, name.split(".", 1)[0] + suffix)
+
+
+@dataclass
+class _Reports:
+    """What Kafka prints after the last file, keyed by absolute path, pairs in file order."""
+
+    index_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+
+@dataclass
+class _OffsetGaps:
+    """Kafka's deep-iteration check: each record offset should follow the previous one by exactly 1."""
+
+    previous: int | None = None
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+
+    def see(self, offset: int) -> None:
+        if self.previous is not None and offset != self.previous + 1:
+            self.gaps.append((self.previous, offset))
+        self.previous = offset
+
+
+def _add(report: dict[str, list[tuple[int, int]]], path: str, pairs: list[tuple[int, int]]) -> None:
+    if pairs:
+        report.setdefault(os.path.abspath(path), []).extend(pairs)
+
+
+class _Dumper:
+    def __init__(self, options: DumpOptions) -> None:
+        self._opts = options
+        self._json = options.as_json
+        self._reports = _Reports()
+
+    def run(self, paths: Iterable[str | os.PathLike[str]]) -> Generator[DumpLine, None, None]:
+        for path in paths:
+            yield from self._file(os.fspath(path))
+        yield from self._final_reports()
+
+    # -- output helpers -------------------------------------------------------------------------------------
+
+    def _line(self, text: str, obj: dict[str, Any], *, problem: bool = False) -> DumpLine:
+        return DumpLine(obj if self._json else text, problem=problem)
+
+    def _error(self, err: StorageFormatError) -> Iterator[DumpLine]:
+        if self._json:
+            yield DumpLine({"type": "error", **err.to_dict()}, problem=True)
+        yield DumpLine(str(err), stderr=True, problem=True)
+
+    def _os_error(self, path: str, err: OSError) -> Iterator[DumpLine]:
+        where = os.fspath(err.filename) if err.filename is not None else path
+        message = err.strerror or str(err)
+        if self._json:
+            yield DumpLine(
+                {"type": "error", "file": where, "position": None, "line": None, "error": message},
+                problem=True,
+            )
+        yield DumpLine(f"{where}: {message}", stderr=True, problem=True)
+
+    # -- dispatch -------------------------------------------------------------------------------------------
+
+    def _file(self, path: str) -> Iterator[DumpLine]:
+        name = os.path.basename(path)
+        kind = file_kind(name)
+        name_error: StorageFormatError | None = None
+        try:
+            fields = _name_fields(kind, name, path)
+        except StorageFormatError as err:
+            fields, name_error = {}, err
+        yield self._line(f"Dumping {path}", {"type": "file", "path": path, "kind": kind, **fields})
+        try:
+            os.stat(path)
+            if kind == "unknown":
+                yield DumpLine(f"Ignoring unknown file {path}", stderr=True)
+                return
+            if not os.path.isfile(path):
+                # A directory, or a FIFO whose open would block.
+                raise OSError(0, "not a regular file", path)
+            if name_error is not None:
+                raise name_error
+            yield from self._dump_kind(path, kind, fields)
+        except StorageFormatError as err:
+            yield from self._error(err if err.path is not None else err.at(path))
+        except OSError as err:
+            yield from self._os_error(path, err)
+
+    def _dump_kind(self, path: str, kind: str, fields: dict[str, Any]) -> Iterator[DumpLine]:
+        if kind == "log":
+            if not self._json:
+                yield DumpLine(f"Log starting offset: {fields['baseOffset']}")
+            yield from self._dump_log(path)
+        elif kind == "kraftSnapshot":
+            if not self._json:
+                yield DumpLine(f"Snapshot end offset: {fields['endOffset']}, epoch: {fields['epoch']}")
+            yield from self._dump_log(path)
+        elif kind == "bootstrapSnapshot":
+            if not self._json:
+                yield DumpLine("KRaft bootstrap snapshot")
+            yield from self._dump_log(path)
+        elif kind == "index":
+            yield from self._dump_index(path, fields["baseOffset"])
+        elif kind == "timeindex":
+            yield from self._dump_time_index(path, fields["baseOffset"])
+        elif kind == "txnindex":
+            yield from self._dump_txn_index(path, fields["baseOffset"])
+        elif kind == "producerSnapshot":
+            yield from self._dump_producer_snapshot(path)
+        else:
+            yield from self._dump_text_file(path, kind)
+
+    # -- .log and KRaft .checkpoint -------------------------------------------------------------------------
+
+    def _dump_log(self, path: str) -> Iterator[DumpLine]:
+        valid_bytes = 0
+        gaps = _OffsetGaps()
+        with FileRecords(path) as records:
+            size = records.size_in_bytes
+            batches = records.batches()
+            while True:
+                try:
+                    found = next(batches, None)
+                except StorageFormatError as err:
+                    yield from self._error(err)
+                    break
+                if found is None:
+                    break
+                yield from self._batch_lines(path, found, gaps)
+                valid_bytes = found.end_position
+        _add(self._reports.non_consecutive, path, gaps.gaps)
+        trailing = size - valid_bytes
+        if trailing > 0:
+            yield self._line(
+                f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}",
+                {"type": "invalidBytes", "path": path, "position": valid_bytes, "size": trailing},
+                problem=True,
+            )
+
+    def _batch_lines(self, path: str, found: FileBatch, gaps: _OffsetGaps) -> Iterator[DumpLine]:
+        """The batch line, then (deep iteration) one line per record; a batch or record that cannot be decoded
+        gives an error and the dump goes on with what follows."""
+        batch = found.batch
+        try:
+            valid = batch.is_valid()
+            if self._json:
+                content: str | dict[str, Any] = {"type": "batch", **batch_summary(found), "isValid": valid}
+            else:
+                content = self._batch_text(found, valid)
+        except StorageFormatError as err:
+            yield from self._error(_locate(err, path, found.position))
+            return
+        yield DumpLine(content, problem=not valid)
+        if not self._opts.deep:
+            return
+        try:
+            records = batch.records()
+        except StorageFormatError as err:
+            yield from self._error(_locate(err, path, found.position))
+            return
+        for record in records:
+            gaps.see(record.offset)
+            try:
+                if self._json:
+                    content = self._record_json(found, record, valid)
+                else:
+                    content = self._record_text(found, record, valid)
+            except StorageFormatError as err:
+                yield from self._error(_locate(err, path, found.position))
+                continue
+            yield DumpLine(content)
+
+    @staticmethod
+    def _batch_text(found: FileBatch, valid: bool) -> str:
+        batch = found.batch
+        if batch.magic >= MAGIC_V2:
+            head = (
+                f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.count_records()} "
+                f"baseSequence: {batch.base_sequence} lastSequence: {batch.last_sequence} "
+                f"producerId: {batch.producer_id} producerEpoch: {batch.producer_epoch} "
+                f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
+                f"isTransactional: {_java_bool(batch.is_transactional)} isControl: {_java_bool(batch.is_control)} "
+                f"deleteHorizonMs: {_optional_long(batch.delete_horizon_ms)}"
+            )
+        else:
+            head = f"offset: {batch.last_offset}"
+        return (
+            f"{head} position: {found.position} {batch.timestamp_type.label}: {batch.max_timestamp} "
+            f"size: {batch.size_in_bytes} magic: {batch.magic} compresscodec: {batch.compression.name} "
+            f"crc: {batch.checksum} isvalid: {_java_bool(valid)}"
+        )
+
+    def _record_text(self, found: FileBatch, record: Record, batch_valid: bool) -> str:
+        batch = found.batch
+        parts = [
+            f"{RECORD_INDENT} offset: {record.offset} {batch.timestamp_type.label}: {record.timestamp} "
+            f"keySize: {_size(record.key)} valueSize: {_size(record.value)}"
+        ]
+        if batch.magic >= MAGIC_V2:
+            parts.append(
+                f" sequence: {record.sequence} headerKeys: [{','.join(_header_key(h.key) for h in record.headers)}]"
+            )
+        else:
+            # The closing brace after the crc is in Kafka's output too.
+            parts.append(
+                f" isValid: {_java_bool(_legacy_record_valid(found, batch_valid))} crc: {record.checksum}}}"
+            )
+        if batch.is_control:
+            parts.append(" " + _control_text(record))
+        elif self._opts.print_data_log:
+            if record.key is not None:
+                parts.append(f" key: {_string(record.key)}")
+            if record.value is not None:
+                parts.append(f" payload: {_string(record.value)}")
+        return "".join(parts)
+
+    def _record_json(self, found: FileBatch, record: Record, batch_valid: bool) -> dict[str, Any]:
+        summary = record_summary(found, record)
+        out: dict[str, Any] = {
+            "type": "record",
+            **summary,
+            "keySize": _size(record.key),
+            "valueSize": _size(record.value),
+            "headerKeys": [_header_key(header.key) for header in record.headers],
+        }
+        if not self._opts.print_data_log:
+            del out["key"], out["value"], out["headers"]
+        if found.batch.magic < MAGIC_V2:
+            out["isValid"] = _legacy_record_valid(found, batch_valid)
+        if summary["controlType"] is not None:
+            kind = ControlRecordType[summary["controlType"]]
+            if kind in _KRAFT_CONTROL_LABELS:
+                out["controlData"] = kraft_control_json(kind, record.value)
+        return out
+
+    # -- .index ---------------------------------------------------------------------------------------------
+
+    def _open_log_for(
+        self, path: str, stack: contextlib.ExitStack
+    ) -> tuple[FileRecords | None, list[DumpLine]]:
+        """The segment ``.log`` an index belongs to, or None and the error lines when it cannot be opened (the
+        entries are then printed unchecked)."""
+        log_path = _sibling(path, LOG_SUFFIX)
+        try:
+            return stack.enter_context(FileRecords(log_path)), []
+        except OSError as err:
+            return None, list(self._os_error(log_path, err))
+
+    def _dump_index(self, path: str, base_offset: int) -> Iterator[DumpLine]:
+        with contextlib.ExitStack() as stack:
+            index = stack.enter_context(OffsetIndex(path, base_offset, writable=False))
+            if index.entries == 0:
+                if not self._json:
+                    yield DumpLine(f"{path} is empty.")
+                return
+            records, errors = self._open_log_for(path, stack)
+            yield from errors
+            mismatches: list[tuple[int, int]] = []
+            for entry in index.entries_for_dump():
+                if records is not None:
+                    try:
+                        found = _batch_at(records, entry.position)
+                    except StorageFormatError as err:
+                        yield from self._error(err)
+                    else:
+                        log_offset = -1 if found is None else found.batch.last_offset
+                        if log_offset != entry.offset:
+                            mismatches.append((entry.offset, log_offset))
+                yield self._line(
+                    f"offset: {entry.offset} position: {entry.position}",
+                    {"type": "indexEntry", "offset": entry.offset, "position": entry.position},
+                )
+            _add(self._reports.index_mismatches, path, mismatches)
+
+    # -- .timeindex -----------------------------------------------------------------------------------------
+
+    def _dump_time_index(self, path: str, base_offset: int) -> Iterator[DumpLine]:
+        with contextlib.ExitStack() as stack:
+            time_index = stack.enter_context(TimeIndex(path, base_offset, writable=False))
+            if time_index.entries == 0:
+                return
+            records, errors = self._open_log_for(path, stack)
+            yield from errors
+            index_path = _sibling(path, INDEX_SUFFIX)
+            offset_index = (
+                stack.enter_context(OffsetIndex(index_path, base_offset, writable=False))
+                if os.path.isfile(index_path)
+                else None
+            )
+            mismatches: list[tuple[int, int]] = []
+            out_of_order: list[tuple[int, int]] = []
+            not_found: list[tuple[int, int]] = []
+            previous = NO_TIMESTAMP
+            for entry in time_index.entries_for_dump():
+                if records is not None:
+                    start = 0 if offset_index is None else offset_index.lookup(entry.offset).position
+                    try:
+                        found = _first_batch_reaching(records, start, entry.offset)
+                        if found is None:
+                            not_found.append((entry.offset, -1))
+                        elif found.batch.last_offset != entry.offset:
+                            not_found.append((entry.offset, found.batch.last_offset))
+                        else:
+                            max_timestamp = _max_record_timestamp(records, found)
+                            if max_timestamp != entry.timestamp:
+                                mismatches.append((entry.timestamp, max_timestamp))
+                            if previous >= entry.timestamp:
+                                out_of_order.append((entry.timestamp, previous))
+                    except StorageFormatError as err:
+                        yield from self._error(err)
+                yield self._line(
+                    f"timestamp: {entry.timestamp} offset: {entry.offset}",
+                    {"type": "timeIndexEntry", "timestamp": entry.timestamp, "offset": entry.offset},
+                )
+                previous = entry.timestamp
+            _add(self._reports.time_mismatches, path, mismatches)
+            _add(self._reports.time_out_of_order, path, out_of_order)
+            _add(self._reports.time_not_found, path, not_found)
+
+    # -- .txnindex and .snapshot ----------------------------------------------------------------------------
+
+    def _dump_txn_index(self, path: str, base_offset: int) -> Iterator[DumpLine]:
+        index = TransactionIndex(path, base_offset, writable=False)
+        try:
+            aborted = index.all_aborted_txns()
+        finally:
+            index.close()
+        for txn in aborted:
+            yield self._line(
+                f"version: {txn.reader_version} producerId: {txn.producer_id} firstOffset: {txn.first_offset} "
+                f"lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}",
+                {
+                    "type": "abortedTxn",
+                    "version": txn.reader_version,
+                    "producerId": txn.producer_id,
+                    "firstOffset": txn.first_offset,
+                    "lastOffset": txn.last_offset,
+                    "lastStableOffset": txn.last_stable_offset,
+                },
+            )
+
+    def _dump_producer_snapshot(self, path: str) -> Iterator[DumpLine]:
+        with open(path, "rb") as source:
+            entries = parse_producer_snapshot(source.read(), path)
+        for entry in entries:
+            yield self._line(_snapshot_entry_text(entry), _snapshot_entry_json(entry))
+
+    # -- checkpoint and metadata files ----------------------------------------------------------------------
+
+    def _dump_text_file(self, path: str, kind: str) -> Iterator[DumpLine]:
+        with open(path, "rb") as source:
+            data = source.read()
+        if kind == "offsetCheckpoint":
+            for tp, offset in parse_offset_checkpoint(data, path).items():
+                yield self._line(
+                    f"topic: {tp.topic} partition: {tp.partition} offset: {offset}",
+                    {
+                        "type": "offsetCheckpointEntry",
+                        "topic": tp.topic,
+                        "partition": tp.partition,
+                        "offset": offset,
+                    },
+                )
+        elif kind == "leaderEpochCheckpoint":
+            for entry in parse_leader_epoch_checkpoint(data, path):
+                yield self._line(
+                    f"epoch: {entry.epoch} startOffset: {entry.start_offset}",
+                    {"type": "leaderEpochEntry", "epoch": entry.epoch, "startOffset": entry.start_offset},
+                )
+        elif kind == "partitionMetadata":
+            metadata = parse_partition_metadata(data, path)
+            topic_id = uuid_to_kafka(metadata.topic_id)
+            yield self._line(
+                f"version: {metadata.version} topicId: {topic_id}",
+                {"type": "partitionMetadata", "version": metadata.version, "topicId": topic_id},
+            )
+        elif kind == "metaProperties":
+            meta = parse_meta_properties(data, path)
+            if self._json:
+                yield DumpLine(
+                    {
+                        "type": "metaProperties",
+                        "version": meta.version,
+                        "nodeId": meta.node_id,
+                        "clusterId": meta.cluster_id,
+                        "directoryId": None
+                        if meta.directory_id is None
+                        else uuid_to_kafka(meta.directory_id),
+                        "properties": dict(meta.properties),
+                    }
+                )
+            else:
+                for key, value in meta.properties.items():
+                    yield DumpLine(f"{key}: {value}")
+        else:
+            broker_epoch = parse_clean_shutdown(data).broker_epoch
+            yield self._line(
+                f"brokerEpoch: {'unknown' if broker_epoch is None else broker_epoch}",
+                {"type": "cleanShutdown", "brokerEpoch": broker_epoch},
+            )
+
+    # -- reports after the last file ------------------------------------------------------------------------
+
+    def _final_reports(self) -> Iterator[DumpLine]:
+        reports = self._reports
+        yield from self._report(
+            reports.index_mismatches,
+            "indexMismatch",
+            ("indexOffset", "logOffset"),
+            lambda path: f"Mismatches in :{path}",
+            "  Index offset: {}, log offset: {}",
+        )
+        yield from self._report(
+            reports.time_mismatches,
+            "timeIndexMismatch",
+            ("indexTimestamp", "logTimestamp"),
+            lambda path: f"Found timestamp mismatch in :{path}",
+            "  Index timestamp: {}, log timestamp: {}",
+        )
+        yield from self._report(
+            reports.time_out_of_order,
+            "timeIndexOutOfOrder",
+            ("indexTimestamp", "previousTimestamp"),
+            lambda path: f"Found out of order timestamp in :{path}",
+            "  Index timestamp: {}, Previously indexed timestamp: {}",
+        )
+        yield from self._report(
+            reports.time_not_found,
+            "timeIndexOffsetNotFound",
+            ("indexOffset", "logOffset"),
+            lambda path: "The following indexed offsets are not found in the log.",
+            "Indexed offset: {}, found log offset: {}",
+        )
+        yield from self._report(
+            reports.non_consecutive,
+            "nonConsecutiveOffsets",
+            ("first", "second"),
+            lambda path: f"Non-consecutive offsets in {path}",
+            "  {} is followed by {}",
+        )
+
+    def _report(
+        self,
+        report: dict[str, list[tuple[int, int]]],
+        kind: str,
+        names: tuple[str, str],
+        title: Callable[[str], str],
+        item: str,
+    ) -> Iterator[DumpLine]:
+        for path, pairs in report.items():
+            if not self._json:
+                yield DumpLine(title(path), stderr=True)
+            for first, second in pairs:
+                if self._json:
+                    yield DumpLine({"type": kind, "path": path, names[0]: first, names[1]: second})
+                else:
+                    yield DumpLine(item.format(first, second), stderr=True)
+
+
+def _name_fields(kind: str, name: str, path: str) -> dict[str, Any]:
+    """What a file name carries: the base offset of segment files, the end offset and epoch of KRaft snapshots.
+    Raises InvalidOffsetError when the name does not carry it."""
+    if kind in _SEGMENT_KINDS:
+        return {"baseOffset": offset_from_file_name(name)}
+    if kind == "kraftSnapshot":
+        snapshot_id = parse_kraft_snapshot_name(name)
+        if snapshot_id is None:
+            raise InvalidOffsetError(
+                "not a KRaft snapshot file name (<20-digit end offset>-<10-digit epoch>.checkpoint)",
+                path=path,
+            )
+        return {"endOffset": snapshot_id[0], "epoch": snapshot_id[1]}
+    return {}
+
+
+def _first_batch_reaching(records: FileRecords, position: int, offset: int) -> FileBatch | None:
+    """The first batch from ``position`` whose last offset is >= ``offset``, reading batch by batch. O(bytes
+    skipped)."""
+    while True:
+        found = _batch_at(records, position)
+        if found is None or found.batch.last_offset >= offset:
+            return found
+        position = found.end_position
+
+
+def _max_record_timestamp(records: FileRecords, found: FileBatch) -> int:
+    """Kafka's time-index check value: the largest record timestamp of the batch, at least -1. O(batch size)."""
+    try:
+        return max([NO_TIMESTAMP, *(record.timestamp for record in found.batch.records())])
+    except StorageFormatError as err:
+        raise _locate(err, str(records.path), found.position) from None
+
+
+def _legacy_record_valid(found: FileBatch, batch_valid: bool) -> bool:
+    """A magic 0/1 record's own CRC check: the batch's for a plain message; inner messages of a compressed
+    wrapper only decode when their CRCs match."""
+    return batch_valid if found.batch.compression is CompressionType.NONE else True
+
+
+def _control_text(record: Record) -> str:
+    """What Kafka prints for a control record: the end-transaction marker, a KRaft record as JSON, or the type
+    name and id."""
+    kind, coordinator_epoch = control_info(record)
+    if coordinator_epoch is not None:
+        return f"endTxnMarker: {kind.name} coordinatorEpoch: {coordinator_epoch}"
+    label = _KRAFT_CONTROL_LABELS.get(kind)
+    if label is not None:
+        return f"{label} {json.dumps(kraft_control_json(kind, record.value), separators=(',', ':'), ensure_ascii=False)}"
+    assert record.key is not None  # control_info rejected a missing key
+    (type_id,) = struct.unpack_from(">h", record.key, 2)
+    return f"controlType: {kind.name}({type_id})"
+
+
+def _snapshot_entry_text(entry: ProducerSnapshotEntry) -> str:
+    # Kafka leaves the trailing space when the entry has no batch metadata.
+    text = (
+        f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+        f"coordinatorEpoch: {entry.coordinator_epoch} "
+        f"currentTxnFirstOffset: {_optional_long(_txn_first_offset(entry))} lastTimestamp: {entry.timestamp} "
+    )
+    if entry.last_offset >= 0:
+        text += (
+            f"firstSequence: {_decrement_sequence(entry.last_sequence, entry.offset_delta)} "
+            f"lastSequence: {entry.last_sequence} lastOffset: {entry.last_offset} "
+            f"offsetDelta: {entry.offset_delta} timestamp: {entry.timestamp}"
+        )
+    return text
+
+
+def _snapshot_entry_json(entry: ProducerSnapshotEntry) -> dict[str, Any]:
+    has_batch = entry.last_offset >= 0
+    return {
+        "type": "producerSnapshotEntry",
+        "producerId": entry.producer_id,
+        "producerEpoch": entry.producer_epoch,
+        "coordinatorEpoch": entry.coordinator_epoch,
+        "currentTxnFirstOffset": _txn_first_offset(entry),
+        "lastTimestamp": entry.timestamp,
+        "firstSequence": _decrement_sequence(entry.last_sequence, entry.offset_delta) if has_batch else None,
+        "lastSequence": entry.last_sequence if has_batch else None,
+        "lastOffset": entry.last_offset if has_batch else None,
+        "offsetDelta": entry.offset_delta if has_batch else None,
+        "timestamp": entry.timestamp if has_batch else None,
+    }
+
+
+def _txn_first_offset(entry: ProducerSnapshotEntry) -> int | None:
+    return entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else None
