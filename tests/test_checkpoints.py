@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -630,24 +631,28 @@ def test_atomic_write_failure_mid_write_keeps_old_file(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["f"]
 
 
-@pytest.fixture
-def file_size_limit() -> Iterator[Callable[[int], None]]:
-    """Lower RLIMIT_FSIZE for the test (a real EFBIG from write(2), even as root), restored afterwards."""
+@contextlib.contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """Lower RLIMIT_FSIZE inside the block only (a real EFBIG from write(2), even as root).
+
+    The limit applies to every file of the process, pytest's own output included (CI redirects it to a file
+    already larger than the limit), so it must be lifted before pytest reports the test.
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
     try:
-        yield lambda limit: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+        yield
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, previous)
 
 
-def test_atomic_write_disk_error_keeps_old_file(tmp_path: Path, file_size_limit: Callable[[int], None]) -> None:
+def test_atomic_write_disk_error_keeps_old_file(tmp_path: Path) -> None:
     path = tmp_path / RECOVERY_POINT_CHECKPOINT_FILE
     OffsetCheckpointFile(path).write({TopicPartition("a", 0): 1})
     before = path.read_bytes()
-    file_size_limit(4096)
-    with pytest.raises(OSError) as caught:
+    with pytest.raises(OSError) as caught, file_size_limit(4096):
         OffsetCheckpointFile(path).write({TopicPartition("t" * 100, p): p for p in range(100)})
     assert caught.value.errno == errno.EFBIG
     assert path.read_bytes() == before
