@@ -334,7 +334,12 @@ class LogSegment:
         valid_bytes = 0
         last_index_entry = 0
         count = 0
-        max_so_far = _UNKNOWN
+        # The hot loop of recovery and reindex: attribute lookups are hoisted and the running max is kept in
+        # two locals rather than a tuple per batch.
+        max_timestamp, max_offset = _UNKNOWN
+        interval = self.index_interval_bytes
+        offset_index_append = self.offset_index.append
+        time_index_append = self.time_index.maybe_append
         error: StorageFormatError | None = None
         try:
             for found in self.log.batches():
@@ -343,12 +348,13 @@ class LogSegment:
                     batch.ensure_valid()
                 except CorruptRecordError as err:
                     raise err.at(self.log.path, position_base=found.position) from None
-                self._ensure_offset_in_range(batch.last_offset)
-                if batch.max_timestamp > max_so_far.timestamp:
-                    max_so_far = TimestampOffset(batch.max_timestamp, batch.last_offset)
-                if valid_bytes - last_index_entry > self.index_interval_bytes:
-                    self.offset_index.append(batch.last_offset, valid_bytes)
-                    self.time_index.maybe_append(max_so_far.timestamp, max_so_far.offset)
+                last_offset = batch.last_offset
+                self._ensure_offset_in_range(last_offset)
+                if batch.max_timestamp > max_timestamp:
+                    max_timestamp, max_offset = batch.max_timestamp, last_offset
+                if valid_bytes - last_index_entry > interval:
+                    offset_index_append(last_offset, valid_bytes)
+                    time_index_append(max_timestamp, max_offset)
                     last_index_entry = valid_bytes
                 if batch.magic >= MAGIC_V2:
                     try:
@@ -372,7 +378,7 @@ class LogSegment:
             raise
         except CorruptRecordError as err:
             error = err if err.path is not None else err.at(self.log.path, position_base=valid_bytes)
-        self._max_timestamp_and_offset = max_so_far
+        self._max_timestamp_and_offset = TimestampOffset(max_timestamp, max_offset)
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
         return RecoveryResult(valid_bytes, self.size - valid_bytes, count, error)
 
