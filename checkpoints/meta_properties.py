@@ -40,7 +40,8 @@ KRAFT_VERSION = 1
 # Whitespace as java.util.Properties sees it (no \n or \r: those end lines).
 _PROPERTIES_WHITESPACE = " \t\f"
 # String.trim() removes every character up to U+0020.
-_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
+# What Java's String.trim() removes (every char <= U+0020); Kafka trims property values with it.
+JAVA_TRIMMED = "".join(map(chr, range(0x21)))
 _ESCAPE = re.compile(r"\\(?:u(?P<hex>.{0,4})|(?P<char>.))", re.DOTALL)
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 _UNESCAPED = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
@@ -131,13 +132,13 @@ def parse_meta_properties(data: bytes, path: str | PathLike[str] | None = None) 
     properties: dict[str, str] = {}
     lines_of: dict[str, int] = {}
     header: list[str] = []
-    for number, line, is_comment in _logical_lines(text):
+    for number, line, is_comment in logical_lines(text):
         if is_comment:
             if not properties:
                 header.append(line)
             continue
         try:
-            key, value = _split_entry(line)
+            key, value = split_entry(line)
         except ValueError as err:
             raise CorruptCheckpointError(str(err), path=path, line=number) from None
         properties[key] = value
@@ -168,7 +169,7 @@ def write_meta_properties(path: str | PathLike[str], meta: MetaProperties) -> No
 
 def _interpret(properties: Mapping[str, str]) -> tuple[int, int | None, str | None, uuid.UUID | None]:
     """Kafka's ``MetaProperties.Builder(Properties)`` + ``build()`` checks; raises ``_PropertyError``."""
-    version = _int_property(VERSION_KEY, properties.get(VERSION_KEY, "0").strip(_JAVA_TRIMMED))
+    version = _int_property(VERSION_KEY, properties.get(VERSION_KEY, "0").strip(JAVA_TRIMMED))
     if version not in (ZK_VERSION, KRAFT_VERSION):
         raise _PropertyError(VERSION_KEY, f"unsupported meta.properties version {version}")
     cluster_id = properties.get(CLUSTER_ID_KEY)
@@ -194,7 +195,7 @@ def _int_property(key: str, text: str) -> int:
         raise _PropertyError(key, f"{key}: {err}") from None
 
 
-def _logical_lines(text: str) -> Iterator[tuple[int, str, bool]]:
+def logical_lines(text: str) -> Iterator[tuple[int, str, bool]]:
     """``(first line number, logical line, is comment)`` per ``Properties.load``'s line reader.
 
     Leading whitespace is dropped from every natural line, blank lines are skipped, ``#``/``!`` lines are
@@ -220,7 +221,7 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str, bool]]:
         yield number, line, False
 
 
-def _split_entry(line: str) -> tuple[str, str]:
+def split_entry(line: str) -> tuple[str, str]:
     """Split a logical line at the first unescaped ``=``, ``:`` or whitespace, then unescape both sides."""
     key_end = value_start = len(line)
     has_separator = False

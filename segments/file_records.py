@@ -130,7 +130,14 @@ class FileRecords:
     includes its zero tail, which recovery later cuts).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, writable: bool = False, create: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        writable: bool = False,
+        create: bool = False,
+        preallocate_bytes: int = 0,
+    ) -> None:
         self._path = Path(path)
         flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
@@ -138,6 +145,10 @@ class FileRecords:
         self._fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         self._writable = writable
         self._size = os.fstat(self._fd).st_size
+        if writable and self._size == 0 and preallocate_bytes > 0:
+            # log.preallocate: reserve the whole segment up front; the log's size stays 0 and close() trims the
+            # file back to the bytes written. A crash leaves the zero tail, which recovery cuts.
+            os.posix_fallocate(self._fd, 0, preallocate_bytes)
 
     @property
     def path(self) -> Path:

@@ -128,14 +128,22 @@ class LogSegment:
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         roll_jitter_ms: int = 0,
         clock: Callable[[], float] = time.time,
+        preallocate_bytes: int = 0,
     ) -> LogSegment:
         """Open (``create=True``: create) the segment with ``base_offset`` in ``directory``. O(1).
+
+        ``preallocate_bytes`` reserves that much disk for a new ``.log`` (Kafka's ``preallocate``).
 
         A writable segment creates missing index files (preallocated to ``max_index_size``). A read-only segment
         (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as empty.
         """
         directory = Path(directory)
-        log = FileRecords(log_file(directory, base_offset, file_suffix), writable=writable, create=create)
+        log = FileRecords(
+            log_file(directory, base_offset, file_suffix),
+            writable=writable,
+            create=create,
+            preallocate_bytes=preallocate_bytes,
+        )
         try:
             offset_index = OffsetIndex(
                 offset_index_file(directory, base_offset, file_suffix),
@@ -193,6 +201,19 @@ class LogSegment:
         if timestamp >= 0:
             return timestamp
         return int(os.stat(self.log.path).st_mtime * 1000)
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka's ``timeWaitedForRoll``: the incoming max timestamp minus the first batch's max timestamp when
+        that is known (>= 0), else wall time since this segment object was created. O(1) after the first call
+        (which reads the first batch header)."""
+        if self.rolling_based_timestamp is None:
+            for found in self.log.batches():
+                self.rolling_based_timestamp = found.batch.max_timestamp
+                break
+        first = self.rolling_based_timestamp
+        if first is not None and first >= 0:
+            return message_timestamp - first
+        return now_ms - self.created_ms
 
     # -- writing ----------------------------------------------------------------------------------------------
 

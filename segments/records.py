@@ -53,6 +53,7 @@ _INT32_MAX = (1 << 31) - 1
 # Offsets inside the batch header (§1.1).
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
 PARTITION_LEADER_EPOCH_OFFSET = 12
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -534,6 +535,15 @@ class DefaultRecordBatch(RecordBatch):
         struct.pack_into(">q", out, 0, base_offset)
         return bytes(out)
 
+    def with_log_append_time(self, timestamp: int) -> bytes:
+        """Copy stamped as a broker does for a LogAppendTime topic: timestamp-type bit set and max timestamp =
+        ``timestamp``; both are CRC-covered, so the CRC is recomputed. O(size)."""
+        out = bytearray(self._buffer)
+        struct.pack_into(">h", out, ATTRIBUTES_OFFSET, self._attributes | TIMESTAMP_TYPE_MASK)
+        struct.pack_into(">q", out, MAX_TIMESTAMP_OFFSET, timestamp)
+        struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+        return bytes(out)
+
     def with_partition_leader_epoch(self, epoch: int) -> bytes:
         """Copy of the batch stamped with a leader epoch (outside the CRC). O(size)."""
         out = bytearray(self._buffer)
@@ -579,6 +589,8 @@ def decode_records(
                     position=start,
                 )
             body_end = pos + body_size
+            if pos >= end:
+                raise CorruptRecordError("record ends before its attributes byte", position=start)
             pos += 1  # record attributes: unused
             timestamp_delta, pos = decode_varlong(region, pos)
             b = region[pos]

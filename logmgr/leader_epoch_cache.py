@@ -1,0 +1,92 @@
+"""Leader epoch -> start offset entries of one partition, persisted in ``leader-epoch-checkpoint``.
+
+Kafka's ``LeaderEpochFileCache``: an epoch is assigned when the first batch stamped with a higher partition
+leader epoch is appended (or replayed during recovery); truncation at either end rewrites the checkpoint file
+atomically. A lock guards the entry list (appends assign from the writer thread; readers may ask for epochs).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from checkpoints.leader_epoch_checkpoint import (
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    EpochEntry,
+    LeaderEpochCheckpointFile,
+)
+
+
+class LeaderEpochCache:
+    """Ordered ``(epoch, start_offset)`` entries, both strictly increasing."""
+
+    def __init__(self, partition_dir: Path) -> None:
+        self._file = LeaderEpochCheckpointFile(partition_dir / LEADER_EPOCH_CHECKPOINT_FILE)
+        self._lock = threading.Lock()
+        self._entries: list[EpochEntry] = self._file.read()
+
+    @property
+    def entries(self) -> list[EpochEntry]:
+        """A copy of the entries, oldest first. O(n)."""
+        with self._lock:
+            return list(self._entries)
+
+    def latest_epoch(self) -> int | None:
+        """The newest epoch, or ``None``. O(1)."""
+        with self._lock:
+            return self._entries[-1].epoch if self._entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset`` when it is newer than the latest epoch; persist.
+        Returns whether an entry was added. O(n) for the rewrite."""
+        if epoch < 0:
+            return False
+        with self._lock:
+            if self._entries and (epoch <= self._entries[-1].epoch or start_offset < self._entries[-1].start_offset):
+                return False
+            self._entries.append(EpochEntry(epoch, start_offset))
+            self._flush()
+            return True
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after ``end_offset`` (log truncation). O(n)."""
+        with self._lock:
+            kept = [e for e in self._entries if e.start_offset < end_offset]
+            if len(kept) != len(self._entries):
+                self._entries = kept
+                self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Forget epochs wholly below ``start_offset``; the epoch holding it now starts there. O(n)."""
+        with self._lock:
+            older = [e for e in self._entries if e.start_offset <= start_offset]
+            if not older or (len(older) == 1 and older[0].start_offset == start_offset):
+                return
+            newer = [e for e in self._entries if e.start_offset > start_offset]
+            self._entries = [EpochEntry(older[-1].epoch, start_offset), *newer]
+            self._flush()
+
+    def clear(self) -> None:
+        """Remove every entry (full truncation). O(1)."""
+        with self._lock:
+            self._entries = []
+            self._flush()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> int | None:
+        """Kafka's ``endOffsetFor``: the start offset of the first epoch above ``epoch``, or the log end offset
+        when ``epoch`` is the latest; ``None`` for an epoch below every entry. O(n)."""
+        with self._lock:
+            if not self._entries or epoch < self._entries[0].epoch:
+                return None
+            for entry in self._entries:
+                if entry.epoch > epoch:
+                    return entry.start_offset
+            return log_end_offset
+
+    def _flush(self) -> None:
+        self._file.write(self._entries)
+
+    def _check(self) -> None:
+        with self._lock:
+            for a, b in zip(self._entries, self._entries[1:], strict=False):
+                assert a.epoch < b.epoch and a.start_offset <= b.start_offset

@@ -1,0 +1,813 @@
+"""One partition's log: Kafka's ``UnifiedLog`` + ``LocalLog`` over :class:`~segments.log_segment.LogSegment` files.
+
+Offsets: ``log_start_offset <= high_watermark <= log_end_offset``; ``recovery_point`` is the offset below which
+everything is fsynced; the last stable offset (LSO) is the first offset of the earliest open transaction, bounded by
+the high watermark.
+
+Locks: one writer per log. ``Log._lock`` (re-entrant) serialises every mutation: append, roll, flush bookkeeping,
+truncation, retention, log-start-offset changes, close. Readers (:meth:`Log.read`, :meth:`Log.offset_for_timestamp`)
+take no log lock: they look segments up through :class:`~logmgr.log_segments.LogSegments` (its own short lock),
+snapshot the end offsets (plain ints), and hold the segment they read through :class:`SegmentReaders`, so a
+segment deleted meanwhile stays open until they release it.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import random
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checkpoints.atomic import fsync_dir
+from checkpoints.partition_metadata import (
+    PARTITION_METADATA_FILE,
+    PartitionMetadata,
+    write_partition_metadata,
+)
+from logmgr.clock import Clock, SystemClock
+from logmgr.config import LogConfig
+from logmgr.errors import (
+    DuplicateSequenceError,
+    InvalidRecordError,
+    KafkaStorageError,
+    LogDirFullError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+)
+from logmgr.leader_epoch_cache import LeaderEpochCache
+from logmgr.log_segments import LogSegments
+from logmgr.producer_state import AppendOrigin, ProducerStateManager
+from logmgr.retention import LogSnapshot, RetentionPlan, RetentionSettings, SegmentInfo, plan_retention
+from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
+from segments.compression import CompressionType
+from segments.errors import CorruptRecordError
+from segments.file_records import iter_batches
+from segments.log_segment import LogSegment
+from segments.naming import (
+    DELETED_SUFFIX,
+    TopicPartition,
+    delete_dir_name,
+    log_file,
+    producer_snapshot_file,
+)
+from segments.records import (
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    ControlRecordType,
+    DefaultRecordBatch,
+    EndTransactionMarker,
+    SimpleRecord,
+    build_batch,
+    build_end_txn_marker,
+)
+from segments.transaction_index import AbortedTxn
+
+logger = logging.getLogger("logmgr.log")
+
+_INT32_MAX = (1 << 31) - 1
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class Isolation(enum.Enum):
+    """How far a read may go: the log end (replicas), the high watermark (read_uncommitted consumers) or the
+    last stable offset (read_committed consumers)."""
+
+    LOG_END = "log_end"
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """The result of an append: offsets assigned, max timestamp and where the bytes went."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    segment_base_offset: int
+    position: int
+    valid_bytes: int
+    batches: int
+    records: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    """An aborted transaction overlapping a read_committed fetch, as returned to clients."""
+
+    producer_id: int
+    first_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    """What :meth:`Log.read` returns: whole batches starting with the one holding ``offset``."""
+
+    offset: int
+    records: bytes
+    segment_base_offset: int
+    position: int
+    aborted_transactions: tuple[AbortedTransaction, ...] | None = None
+
+    def batches(self) -> list[DefaultRecordBatch]:
+        """The fetched batches (magic 2 views; legacy data is never appended by logmgr). O(size)."""
+        return [found.batch for found in iter_batches(self.records) if isinstance(found.batch, DefaultRecordBatch)]
+
+
+@dataclass(slots=True)
+class RecoveryStats:
+    """What loading did: segments recovered, bytes truncated, actions taken (for reports)."""
+
+    recovered_segments: int = 0
+    truncated_bytes: int = 0
+    actions: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class LogDirState:
+    """Shared by every log of one log dir: set by the manager, checked on append."""
+
+    offline: bool = False
+    full: bool = False
+
+
+def _synchronous(func: Callable[[], None]) -> None:
+    func()
+
+
+class Log:
+    """One partition's log in ``partition_dir`` (opened by :class:`~logmgr.log_loader.LogLoader`)."""
+
+    def __init__(
+        self,
+        partition_dir: Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        segments: LogSegments,
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        producer_state: ProducerStateManager,
+        leader_epochs: LeaderEpochCache,
+        clock: Clock | None = None,
+        deleter: SegmentDeleter | None = None,
+        readers: SegmentReaders | None = None,
+        run_async: Callable[[Callable[[], None]], None] = _synchronous,
+        recovery: RecoveryStats | None = None,
+    ) -> None:
+        self.dir = partition_dir
+        self.topic_partition = topic_partition
+        self.config = config
+        self.segments = segments
+        self.producer_state = producer_state
+        self.leader_epochs = leader_epochs
+        self.clock = clock or SystemClock()
+        self.readers = readers or SegmentReaders()
+        self.deleter = deleter or SegmentDeleter(self.clock, self.readers)
+        self._run_async = run_async
+        self.recovery = recovery or RecoveryStats()
+        self._lock = threading.RLock()
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._log_end_offset = segments.active_segment.read_next_offset()
+        self._high_watermark: int | None = None
+        self._high_watermark_provider: Callable[[], int] | None = None
+        self.last_flush_ms = self.clock.time_ms()
+        self._rng = random.Random()
+        self.dir_state = LogDirState()
+        self._closed = False
+        self._offline_error: OSError | None = None
+
+    # -- offsets ------------------------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        """Next offset to be assigned. O(1)."""
+        return self._log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset a reader may fetch. O(1)."""
+        return self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below it are on disk (fsynced). O(1)."""
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        """Supplied by the embedding service (setter or provider); standalone it is the log end offset. Always
+        clamped to ``[log_start_offset, log_end_offset]``. O(1)."""
+        if self._high_watermark_provider is not None:
+            value = self._high_watermark_provider()
+        elif self._high_watermark is not None:
+            value = self._high_watermark
+        else:
+            value = self._log_end_offset
+        return max(self._log_start_offset, min(value, self._log_end_offset))
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        with self._lock:
+            self._high_watermark = value
+            self.producer_state.on_high_watermark_updated(self.high_watermark)
+
+    def set_high_watermark_provider(self, provider: Callable[[], int] | None) -> None:
+        """Let the embedding service answer :attr:`high_watermark` (e.g. from its replication state). O(1)."""
+        self._high_watermark_provider = provider
+
+    @property
+    def last_stable_offset(self) -> int:
+        """First offset of the earliest transaction not yet decided and replicated (open, or ended above the high
+        watermark), capped at the high watermark. O(producers)."""
+        with self._lock:
+            hw = self.high_watermark
+            # A provider may have moved the high watermark: completed transactions below it become stable.
+            self.producer_state.on_high_watermark_updated(hw)
+            unstable = self.producer_state.first_unstable_offset()
+            return hw if unstable is None else min(unstable, hw)
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Total ``.log`` bytes. O(segments)."""
+        return self.segments.size_in_bytes()
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments.active_segment
+
+    # -- append -------------------------------------------------------------------------------------------------
+
+    def append_records(
+        self,
+        records: Sequence[SimpleRecord],
+        *,
+        compression: CompressionType = CompressionType.NONE,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        leader_epoch: int = 0,
+    ) -> LogAppendInfo:
+        """Build one batch from ``records`` and append it as leader (offsets assigned here). O(size)."""
+        now = self.clock.time_ms()
+        stamped = [r if r.timestamp >= 0 else SimpleRecord(r.value, r.key, now, r.headers) for r in records]
+        batch = build_batch(
+            stamped,
+            compression=compression,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            is_transactional=is_transactional,
+        )
+        return self.append_as_leader(batch, leader_epoch=leader_epoch)
+
+    def append_end_txn_marker(
+        self, producer_id: int, producer_epoch: int, control_type: ControlRecordType, coordinator_epoch: int,
+        *, leader_epoch: int = 0,
+    ) -> LogAppendInfo:
+        """Append a COMMIT/ABORT marker for ``producer_id`` (what a transaction coordinator writes). O(1)."""
+        marker = build_end_txn_marker(
+            offset=0,
+            timestamp=self.clock.time_ms(),
+            partition_leader_epoch=leader_epoch,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            marker=EndTransactionMarker(control_type, coordinator_epoch),
+        )
+        return self.append_as_leader(marker, leader_epoch=leader_epoch, origin=AppendOrigin.COORDINATOR)
+
+    def append_as_leader(
+        self, records: bytes, *, leader_epoch: int = 0, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
+        """Append whole magic-2 batches, assigning offsets from the log end offset and stamping the leader epoch
+        (and the append time for LogAppendTime topics). Idempotent producers' duplicates are not written again:
+        the original offsets are returned with ``duplicate=True``. O(size)."""
+        return self._append(records, leader=True, leader_epoch=leader_epoch, origin=origin)
+
+    def append_as_follower(self, records: bytes) -> LogAppendInfo:
+        """Append batches with their offsets as given (replication, restore): strictly increasing and starting at
+        or above the log end offset. O(size)."""
+        return self._append(records, leader=False, leader_epoch=NO_PARTITION_LEADER_EPOCH, origin=AppendOrigin.REPLICATION)
+
+    def _validate(self, records: bytes) -> list[DefaultRecordBatch]:
+        batches: list[DefaultRecordBatch] = []
+        position = 0
+        try:
+            for found in iter_batches(records):
+                batch = found.batch
+                if not isinstance(batch, DefaultRecordBatch) or batch.magic != MAGIC_V2:
+                    raise InvalidRecordError(f"{self.topic_partition}: only magic 2 batches can be appended")
+                if batch.size_in_bytes > self.config.max_message_bytes:
+                    raise RecordBatchTooLargeError(
+                        f"{self.topic_partition}: batch of {batch.size_in_bytes} bytes exceeds max.message.bytes "
+                        f"{self.config.max_message_bytes}"
+                    )
+                batch.ensure_valid()
+                if len(batch.records()) != batch.records_count:
+                    raise InvalidRecordError(f"{self.topic_partition}: record count does not match the batch")
+                batches.append(batch)
+                position = found.end_position
+        except CorruptRecordError as err:
+            raise InvalidRecordError(f"{self.topic_partition}: invalid batch at position {position}: {err}") from err
+        if not batches or position != len(records):
+            raise InvalidRecordError(f"{self.topic_partition}: an append must hold one or more whole batches")
+        return batches
+
+    def _append(self, records: bytes, *, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
+        batches = self._validate(records)
+        with self._lock:
+            self._ensure_writable()
+            if self.dir_state.full:
+                raise LogDirFullError(
+                    f"{self.topic_partition}: log dir {self.dir.parent} is above its disk usage limit; appends are "
+                    "refused until cleanup frees space"
+                )
+            now = self.clock.time_ms()
+            next_offset = self._log_end_offset
+            stamped: list[DefaultRecordBatch] = []
+            for batch in batches:
+                if leader:
+                    raw = batch.with_base_offset(next_offset)
+                    if self.config.message_timestamp_type == "LogAppendTime":
+                        raw = DefaultRecordBatch(raw).with_log_append_time(now)
+                    raw = DefaultRecordBatch(raw).with_partition_leader_epoch(leader_epoch)
+                    batch = DefaultRecordBatch(raw)
+                elif batch.base_offset < next_offset:
+                    raise InvalidRecordError(
+                        f"{self.topic_partition}: follower append at offset {batch.base_offset} is below the "
+                        f"expected offset {next_offset}"
+                    )
+                next_offset = batch.last_offset + 1
+                stamped.append(batch)
+            # Producer state is checked before anything is written (duplicates, sequences, epochs).
+            infos = []
+            completed = []
+            for batch in stamped:
+                if batch.producer_id < 0:
+                    continue
+                info = self.producer_state.prepare_update(batch.producer_id, origin)
+                try:
+                    txn = info.append(batch)
+                except DuplicateSequenceError as dup:
+                    if not leader or dup.duplicate is None:
+                        raise
+                    # Kafka answers a retried idempotent batch with the offsets it got the first time.
+                    meta = dup.duplicate
+                    return LogAppendInfo(
+                        meta.first_offset, meta.last_offset, meta.timestamp, meta.last_offset,
+                        -1, -1, 0, 0, 0, duplicate=True,
+                    )
+                infos.append(info)
+                if txn is not None:
+                    completed.append(txn)
+            data = b"".join(b.raw_bytes() for b in stamped)
+            first, last = stamped[0], stamped[-1]
+            max_batch = max(stamped, key=lambda b: b.max_timestamp)
+            segment = self._maybe_roll(len(data), max_batch.max_timestamp, first.base_offset, last.last_offset, now)
+            try:
+                position = segment.append(data)
+            except OSError as err:
+                self._mark_offline(err)
+                raise KafkaStorageError(f"{self.topic_partition}: append failed: {err}") from err
+            for batch in stamped:
+                if batch.partition_leader_epoch >= 0:
+                    self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+            for info in infos:
+                self.producer_state.update(info)
+            for ended in completed:
+                # The LSO is computed after every producer of the append is updated, as in Kafka.
+                lso = self.producer_state.last_stable_offset(ended)
+                if ended.is_aborted:
+                    segment.append_aborted_txn(AbortedTxn(ended.producer_id, ended.first_offset, ended.last_offset, lso))
+                self.producer_state.complete_txn(ended)
+            self._log_end_offset = last.last_offset + 1
+            self.producer_state.update_map_end_offset(self._log_end_offset)
+            if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
+                self.flush(self._log_end_offset)
+            return LogAppendInfo(
+                first.base_offset,
+                last.last_offset,
+                max_batch.max_timestamp,
+                max_batch.last_offset,
+                segment.base_offset,
+                position,
+                len(data),
+                len(stamped),
+                sum(b.records_count for b in stamped),
+            )
+
+    # -- roll -----------------------------------------------------------------------------------------------------
+
+    def _max_segment_ms(self) -> int:
+        config = self.config
+        if config.compact and config.max_compaction_lag_ms > 0:
+            return min(config.max_compaction_lag_ms, config.segment_ms)
+        return config.segment_ms
+
+    def should_roll(self, segment: LogSegment, incoming_bytes: int, max_timestamp: int, last_offset: int, now: int) -> bool:
+        """Kafka's roll rules (§6.1): size, time (record time when known, with jitter), full indexes, relative
+        offset overflow. O(1)."""
+        config = self.config
+        time_waited = segment.time_waited_for_roll(now, max_timestamp)
+        return (
+            segment.size > config.segment_bytes - incoming_bytes
+            or (segment.size > 0 and time_waited > self._max_segment_ms() - segment.roll_jitter_ms)
+            or segment.offset_index.is_full()
+            or segment.time_index.is_full()
+            or last_offset - segment.base_offset > _INT32_MAX
+        )
+
+    def _maybe_roll(self, incoming: int, max_timestamp: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
+        segment = self.segments.active_segment
+        if incoming > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes {self.config.segment_bytes}"
+            )
+        if self.should_roll(segment, incoming, max_timestamp, last_offset, now):
+            return self.roll(first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``max(expected_next_offset, log end offset)``: the old one gets its final
+        time-index entry and trimmed indexes, producer state is snapshotted at the new base, and the segments below
+        it are flushed (asynchronously when a scheduler is attached). O(1) + flush."""
+        with self._lock:
+            self._ensure_writable()
+            new_offset = max(expected_next_offset or 0, self._log_end_offset)
+            active = self.segments.active_segment
+            if active.base_offset == new_offset and active.size == 0:
+                # Rolling onto an empty active segment with the same base replaces it, as Kafka does.
+                return active
+            if log_file(self.dir, new_offset).exists():
+                raise KafkaStorageError(f"{self.topic_partition}: segment file for offset {new_offset} already exists")
+            active.on_become_inactive_segment()
+            segment = self._new_segment(new_offset)
+            self.segments.add(segment)
+            self.producer_state.update_map_end_offset(new_offset)
+            self.producer_state.take_snapshot(sync=False)
+            self._run_async(lambda: self.flush_up_to_segment(new_offset))
+            logger.info("%s rolled new segment at offset %d", self.topic_partition, new_offset)
+            return segment
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        config = self.config
+        jitter = 0
+        if config.segment_jitter_ms > 0:
+            jitter = abs(self._rng.randint(-(2**31), 2**31 - 1)) % min(config.segment_jitter_ms, config.segment_ms)
+        segment = LogSegment.open(
+            self.dir,
+            base_offset,
+            create=True,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+            roll_jitter_ms=jitter,
+            clock=lambda: self.clock.time_ms() / 1000,
+            preallocate_bytes=config.segment_bytes if config.preallocate else 0,
+        )
+        return segment
+
+    # -- flush ------------------------------------------------------------------------------------------------------
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding offsets in ``[recovery_point, up_to_offset)`` (default: everything) and
+        advance the recovery point; fsyncs the directory so new segment files survive a crash. O(dirty bytes)."""
+        with self._lock:
+            target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
+            if target <= self._recovery_point and up_to_offset is not None:
+                return
+            start = self.segments.floor_segment(self._recovery_point)
+            from_offset = start.base_offset if start is not None else None
+            try:
+                for segment in self.segments.values(from_offset, target + 1 if target == self._log_end_offset else target):
+                    segment.flush()
+                fsync_dir(self.dir)
+            except OSError as err:
+                self._mark_offline(err)
+                raise KafkaStorageError(f"{self.topic_partition}: flush failed: {err}") from err
+            if target > self._recovery_point:
+                self._recovery_point = target
+            self.last_flush_ms = self.clock.time_ms()
+
+    def flush_up_to_segment(self, base_offset: int) -> None:
+        """The post-roll flush: everything below ``base_offset`` plus the producer snapshot written at the roll."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush(base_offset)
+            snapshot = producer_snapshot_file(self.dir, base_offset)
+            if snapshot.exists():
+                fd = os.open(snapshot, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+
+    # -- read -------------------------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        isolation: Isolation = Isolation.READ_UNCOMMITTED,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` (at least one batch when
+        ``min_one_message``), never past the isolation bound (high watermark, last stable offset or log end) or
+        ``max_offset``. read_committed also returns the aborted transactions overlapping the result. Raises
+        :class:`OffsetOutOfRangeError` outside ``[log_start_offset, log_end_offset]``. O(log n + bytes)."""
+        log_end = self._log_end_offset
+        bound = {
+            Isolation.LOG_END: log_end,
+            Isolation.READ_UNCOMMITTED: self.high_watermark,
+            Isolation.READ_COMMITTED: self.last_stable_offset,
+        }[isolation]
+        if max_offset is not None:
+            bound = min(bound, max_offset)
+        if start_offset < self._log_start_offset or start_offset > log_end:
+            raise OffsetOutOfRangeError(
+                f"{self.topic_partition}: offset {start_offset} is outside [{self._log_start_offset}, {log_end}]"
+            )
+        empty = FetchDataInfo(start_offset, b"", -1, -1, () if isolation is Isolation.READ_COMMITTED else None)
+        if start_offset >= bound:
+            return empty
+        segment = self.segments.floor_segment(start_offset)
+        while segment is not None:
+            with self.readers.hold(segment):
+                if segment.log.closed:
+                    # Deleted (and closed) between lookup and hold: retry from the current start.
+                    segment = self.segments.floor_segment(max(start_offset, self._log_start_offset))
+                    continue
+                max_position = self._position_of(segment, bound)
+                fetch = segment.read(start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message)
+                if fetch is not None:
+                    data = segment.read_bytes(fetch) if fetch.size else b""
+                    aborted = None
+                    if isolation is Isolation.READ_COMMITTED:
+                        aborted = self._collect_aborted(segment, start_offset, fetch.position, fetch.size)
+                    return FetchDataInfo(fetch.offset, data, segment.base_offset, fetch.position, aborted)
+            segment = self.segments.higher_segment(segment.base_offset)
+        return empty
+
+    def _position_of(self, segment: LogSegment, bound: int) -> int:
+        """Byte position in ``segment`` where batches at or beyond ``bound`` begin (its size if none)."""
+        if bound >= self._log_end_offset:
+            return segment.size
+        found = segment.translate_offset(bound)
+        if found is None:
+            return segment.size
+        # translate_offset finds the batch holding ``bound``; it must not be served unless it starts below it.
+        batch = next(iter(segment.batches(found.position)), None)
+        if batch is not None and batch.batch.base_offset < bound:
+            return found.position + found.size
+        return found.position
+
+    def _collect_aborted(self, segment: LogSegment, fetch_offset: int, position: int, size: int) -> tuple[AbortedTransaction, ...]:
+        upper = segment.fetch_upper_bound_offset(position, size)
+        if upper is None:
+            after = self.segments.higher_segment(segment.base_offset)
+            upper = after.base_offset if after is not None else self._log_end_offset
+        collected: list[AbortedTxn] = []
+        for candidate in self.segments.values(segment.base_offset):
+            result = candidate.collect_aborted_txns(fetch_offset, upper)
+            collected.extend(result.aborted)
+            if result.is_complete:
+                break
+        return tuple(AbortedTransaction(t.producer_id, t.first_offset) for t in collected)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp``; ``-2`` gives the log start
+        offset, ``-1`` the log end offset, ``-3`` the record with the max timestamp. O(segments + bytes scanned)."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self._log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self._log_end_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            best: tuple[int, int] | None = None
+            for segment in self.segments.values():
+                ts = segment.max_timestamp_so_far
+                if ts >= 0 and (best is None or ts > best[1]):
+                    best = (segment.shallow_offset_of_max_timestamp_so_far, ts)
+            return best
+        for segment in self.segments.values():
+            if segment.largest_timestamp() < timestamp:
+                continue
+            with self.readers.hold(segment):
+                if segment.log.closed:
+                    continue
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+            if found is not None:
+                return found.offset, found.timestamp
+        return None
+
+    # -- truncation and log start ---------------------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every offset ``>= target_offset`` (whole batches); False when there is nothing to remove.
+        Later segments are deleted, producer state is rebuilt at the new end, leader epochs are cut. O(segments +
+        replay from the latest snapshot)."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {target_offset}")
+        with self._lock:
+            self._ensure_writable()
+            if target_offset >= self._log_end_offset:
+                return False
+            first = self.segments.first_segment()
+            if first is None or target_offset < first.base_offset:
+                self.truncate_fully_and_start_at(target_offset)
+                return True
+            doomed = [s for s in self.segments.values() if s.base_offset > target_offset]
+            self._remove_and_delete(doomed, reason="truncation")
+            self.segments.active_segment.truncate_to(target_offset)
+            self._log_end_offset = self.segments.active_segment.read_next_offset()
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+            if self._high_watermark is not None:
+                self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            self.leader_epochs.truncate_from_end(self._log_end_offset)
+            from logmgr.log_loader import rebuild_producer_state
+
+            rebuild_producer_state(self, self._log_end_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start empty at ``new_offset``. O(segments)."""
+        with self._lock:
+            self._ensure_writable()
+            self._remove_and_delete(self.segments.values(), reason="full truncation", roll_to=new_offset)
+            self._log_end_offset = new_offset
+            self._log_start_offset = new_offset
+            self._recovery_point = new_offset
+            self._high_watermark = None if self._high_watermark is None else new_offset
+            self.leader_epochs.clear()
+            self.producer_state.truncate_fully_and_start_at(new_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """Raise the log start offset to ``offset`` (Kafka's DeleteRecords); never past the high watermark. The
+        segments wholly below it go at the next cleanup. Returns the new log start offset. O(epochs)."""
+        with self._lock:
+            if offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self.topic_partition}: cannot delete records before {offset}, beyond the high watermark "
+                    f"{self.high_watermark}"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self.leader_epochs.truncate_from_start(offset)
+                self.producer_state.on_log_start_offset_incremented(offset)
+            return self._log_start_offset
+
+    # -- retention --------------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> LogSnapshot:
+        """What the pure retention policies see of this log. O(segments)."""
+        segments = tuple(
+            SegmentInfo(s.base_offset, s.size, s.largest_timestamp(), s.size == 0) for s in self.segments.values()
+        )
+        return LogSnapshot(segments, self._log_end_offset, self._log_start_offset, self.high_watermark)
+
+    def plan_retention(self, now_ms: int, *, time_rule_allowed: bool = True) -> RetentionPlan:
+        """The deletions ``delete_old_segments`` would make now, without making them. O(segments)."""
+        settings = RetentionSettings(self.config.retention_ms, self.config.retention_bytes, self.config.delete)
+        return plan_retention(self.snapshot(), settings, now_ms, time_rule_allowed=time_rule_allowed)
+
+    def delete_old_segments(self, *, time_rule_allowed: bool = True) -> RetentionPlan:
+        """Kafka's ``deleteOldSegments``: log-start-offset, size and time rules, oldest first, never past the high
+        watermark; rolls first when the active segment goes. Returns what was deleted. O(segments)."""
+        with self._lock:
+            if self._closed:
+                return self.plan_retention(self.clock.time_ms(), time_rule_allowed=False)
+            plan = self.plan_retention(self.clock.time_ms(), time_rule_allowed=time_rule_allowed)
+            self.apply_deletions([d.base_offset for d in plan.deletions], plan.roll_first, reason="retention")
+            return plan
+
+    def apply_deletions(self, base_offsets: Iterable[int], roll_first: bool, *, reason: str) -> int:
+        """Delete the given segments (oldest first, a prefix of the log), rolling first when every segment goes;
+        the log start offset moves to the first remaining offset. Returns bytes scheduled for deletion."""
+        with self._lock:
+            doomed = [s for s in (self.segments.get(b) for b in base_offsets) if s is not None]
+            if not doomed:
+                return 0
+            if roll_first or len(doomed) == len(self.segments):
+                new_active = self.roll()
+                doomed = [s for s in doomed if s is not new_active]
+            freed = sum(s.size for s in doomed)
+            remaining = self.segments.higher_segment(doomed[-1].base_offset)
+            if remaining is not None and remaining.base_offset > self._log_start_offset:
+                self._log_start_offset = remaining.base_offset
+                self.leader_epochs.truncate_from_start(self._log_start_offset)
+                self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
+            self._remove_and_delete(doomed, reason=reason)
+            return freed
+
+    def _remove_and_delete(self, doomed: Iterable[LogSegment], *, reason: str, roll_to: int | None = None) -> None:
+        """Kafka's deletion order: remove from the map, rename files to ``.deleted`` (with the segment's producer
+        snapshot), schedule the physical deletion after ``file.delete.delay.ms``."""
+        doomed = list(doomed)
+        if roll_to is not None:
+            for segment in doomed:
+                self.segments.remove(segment.base_offset)
+            self.segments.add(self._new_segment(roll_to))
+        else:
+            for segment in doomed:
+                self.segments.remove(segment.base_offset)
+        for segment in doomed:
+            segment.rename_to_deleted()
+            snapshot = producer_snapshot_file(self.dir, segment.base_offset)
+            extra: tuple[Path, ...] = ()
+            if snapshot.exists():
+                deleted_snapshot = snapshot.with_name(snapshot.name + DELETED_SUFFIX)
+                os.replace(snapshot, deleted_snapshot)
+                extra = (deleted_snapshot,)
+            self.deleter.schedule(segment, self.config.file_delete_delay_ms, extra)
+            logger.info(
+                "%s scheduled deletion of segment %d (%d bytes, %s)", self.topic_partition, segment.base_offset,
+                segment.size, reason,
+            )
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    def _ensure_writable(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"{self.topic_partition}: log is closed")
+        if self._offline_error is not None or self.dir_state.offline:
+            raise KafkaStorageError(f"{self.topic_partition}: log dir is offline ({self._offline_error or 'I/O error'})")
+
+    def prune_producer_snapshots(self) -> list[int]:
+        """Delete producer snapshots no longer needed (the pre-2.8 rule: keep the last two segments' snapshots and
+        every one from the recovery point's segment on; drop those of deleted segments). O(snapshots)."""
+        with self._lock:
+            if self._closed:
+                return []
+            return self.producer_state.prune_snapshots_pre_2_8(self.segments.base_offsets(), self._recovery_point)
+
+    def _mark_offline(self, err: OSError) -> None:
+        self._offline_error = err
+        self.dir_state.offline = True
+        logger.error("%s: I/O error, log marked offline: %s", self.topic_partition, err)
+
+    @property
+    def is_offline(self) -> bool:
+        return self._offline_error is not None
+
+    def close(self) -> None:
+        """Snapshot producer state at the log end (fsynced), flush the leader epochs, close every segment
+        (final time-index entries, trimmed indexes). O(segments)."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._offline_error is None:
+                self.producer_state.update_map_end_offset(self._log_end_offset)
+                if self.producer_state.latest_snapshot_offset() != self._log_end_offset:
+                    self.producer_state.take_snapshot(sync=True)
+            self.segments.close()
+            self._closed = True
+
+    def delete(self) -> Path:
+        """Close the log and rename its directory to ``<topic>-<partition>.<uuid>-delete`` (removed later by the
+        manager). Returns the new path. O(segments)."""
+        with self._lock:
+            self.close()
+            target = self.dir.with_name(delete_dir_name(self.topic_partition, uuid.uuid4().hex))
+            os.replace(self.dir, target)
+            fsync_dir(target.parent)
+            self.dir = target
+            return target
+
+    def ensure_partition_metadata(self, topic_id: uuid.UUID | None = None) -> None:
+        """Write ``partition.metadata`` if missing (Kafka flushes it before the first append). O(1)."""
+        path = self.dir / PARTITION_METADATA_FILE
+        if not path.exists():
+            write_partition_metadata(path, PartitionMetadata(0, topic_id or uuid.uuid4()))
+
+    def _check(self) -> None:
+        """Assert the log's invariants (stress tests call it after every step)."""
+        with self._lock:
+            self.segments._check()
+            assert self._log_start_offset <= self._log_end_offset or self.segments.is_empty()
+            assert self._recovery_point <= self._log_end_offset
+            assert self.log_start_offset <= self.high_watermark <= self._log_end_offset
+            bases = self.segments.base_offsets()
+            assert bases and bases[-1] <= self._log_end_offset
+            self.leader_epochs._check()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic_partition}, start={self._log_start_offset}, end={self._log_end_offset}, "
+            f"recovery_point={self._recovery_point}, segments={len(self.segments)})"
+        )
+
+

@@ -1,0 +1,351 @@
+"""Opening a partition directory: Kafka's ``LogLoader`` (format doc §6.4) and producer-state rebuild (§4).
+
+1. Transient files: ``*.deleted`` (not ``*.checkpoint.deleted``) and ``*.cleaned`` are removed; ``.swap`` files
+   at or above the smallest ``.cleaned`` offset belong to an unfinished split and are removed; the remaining
+   ``.log.swap`` segments replace the files they cover and are renamed to their final names.
+2. Segments: an index without its ``.log`` is removed; a ``.log`` without ``.index`` (or with a corrupt
+   ``.txnindex``) is recovered.
+3. After an unclean shutdown every segment from the one holding the recovery point onward is recovered; the first
+   truncation deletes every later segment.
+4. Log start / recovery point from the checkpoints; producer state from the newest valid snapshot plus replay.
+
+Every action is recorded in :class:`~logmgr.log.RecoveryStats` so callers (the ``recover`` command, the
+manager's progress log) can report it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from logmgr.clock import Clock, SystemClock
+from logmgr.config import LogConfig
+from logmgr.leader_epoch_cache import LeaderEpochCache
+from logmgr.log import Log, RecoveryStats, _synchronous
+from logmgr.log_segments import LogSegments
+from logmgr.producer_state import ProducerStateManager
+from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
+from segments.errors import (
+    CorruptIndexError,
+    IndexOffsetOverflowError,
+    InvalidOffsetError,
+    StorageFormatError,
+)
+from segments.log_segment import LogSegment
+from segments.naming import (
+    CHECKPOINT_SUFFIX,
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    PartitionDirName,
+    log_file,
+    offset_from_file_name,
+)
+from segments.records import RecordBatch
+from segments.transactions import TransactionTracker
+
+logger = logging.getLogger("logmgr.loader")
+
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+def load_log(
+    partition_dir: Path,
+    config: LogConfig,
+    *,
+    recovery_point: int = 0,
+    log_start_offset: int = 0,
+    had_clean_shutdown: bool = False,
+    clock: Clock | None = None,
+    deleter: SegmentDeleter | None = None,
+    readers: SegmentReaders | None = None,
+    run_async: Callable[[Callable[[], None]], None] = _synchronous,
+    producer_id_expiration_ms: int = 86_400_000,
+) -> Log:
+    """Open (creating if needed) the log in ``partition_dir``, recovering as Kafka does. O(bytes recovered)."""
+    clock = clock or SystemClock()
+    partition_dir.mkdir(parents=True, exist_ok=True)
+    parsed = PartitionDirName.parse(partition_dir.name)
+    stats = RecoveryStats()
+    is_deleted_dir = parsed.kind == "delete"
+    producer_state = ProducerStateManager(partition_dir, producer_id_expiration_ms, clock)
+    leader_epochs = LeaderEpochCache(partition_dir)
+    _complete_swaps_and_remove_temporaries(partition_dir, stats)
+    segments = LogSegments()
+    needs_recovery = _open_segments(partition_dir, config, segments, stats, clock)
+    tracker_log = _LoadContext(partition_dir, config, segments, producer_state, leader_epochs, stats, log_start_offset)
+    for segment in needs_recovery:
+        if segment.base_offset in segments:
+            tracker_log.recover_segment(segment, reason="index missing or corrupt")
+    if not had_clean_shutdown and not is_deleted_dir:
+        tracker_log.recover_from(recovery_point)
+    last = segments.last_segment()
+    if last is not None and last.read_next_offset() < log_start_offset:
+        stats.actions.append(f"every segment ends below the log start offset {log_start_offset}: deleted")
+        for segment in segments.clear():
+            segment.delete()
+    if segments.is_empty():
+        base = 0 if is_deleted_dir else log_start_offset
+        segments.add(_open_segment(partition_dir, base, config, clock, create=True))
+        stats.actions.append(f"created an empty segment at offset {base}")
+    # The active segment keeps preallocated indexes (trimmed ones are re-expanded), as after Kafka's load.
+    active = segments.active_segment
+    active.offset_index.resize(config.segment_index_bytes)
+    active.time_index.resize(config.segment_index_bytes)
+    first = segments.first_segment()
+    assert first is not None
+    log_end_offset = active.read_next_offset()
+    effective_start = max(log_start_offset, first.base_offset)
+    effective_recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
+    leader_epochs.truncate_from_end(log_end_offset)
+    leader_epochs.truncate_from_start(effective_start)
+    log = Log(
+        partition_dir,
+        parsed.topic_partition,
+        config,
+        segments,
+        log_start_offset=effective_start,
+        recovery_point=effective_recovery_point,
+        producer_state=producer_state,
+        leader_epochs=leader_epochs,
+        clock=clock,
+        deleter=deleter,
+        readers=readers,
+        run_async=run_async,
+        recovery=stats,
+    )
+    producer_state.remove_straggling_snapshots(segments.base_offsets())
+    rebuild_producer_state(log, log_end_offset, reload_from_clean_shutdown=had_clean_shutdown)
+    return log
+
+
+def _open_segment(partition_dir: Path, base_offset: int, config: LogConfig, clock: Clock, *, create: bool) -> LogSegment:
+    return LogSegment.open(
+        partition_dir,
+        base_offset,
+        create=create,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        clock=lambda: clock.time_ms() / 1000,
+    )
+
+
+def _complete_swaps_and_remove_temporaries(partition_dir: Path, stats: RecoveryStats) -> None:
+    """Step 1 of §6.4."""
+    swaps: list[Path] = []
+    min_cleaned: int | None = None
+    for path in sorted(partition_dir.iterdir()):
+        if not path.is_file():
+            continue
+        name = path.name
+        if name.endswith(DELETED_SUFFIX) and not name.endswith(CHECKPOINT_SUFFIX + DELETED_SUFFIX):
+            path.unlink()
+            stats.actions.append(f"removed {name} (pending delete)")
+        elif name.endswith(CLEANED_SUFFIX):
+            offset = _offset_or_none(name)
+            if offset is not None:
+                min_cleaned = offset if min_cleaned is None else min(min_cleaned, offset)
+            path.unlink()
+            stats.actions.append(f"removed {name} (unfinished cleaning)")
+        elif name.endswith(SWAP_SUFFIX):
+            swaps.append(path)
+    kept = []
+    for swap in swaps:
+        offset = _offset_or_none(swap.name)
+        if min_cleaned is not None and offset is not None and offset >= min_cleaned:
+            swap.unlink()
+            stats.actions.append(f"removed {swap.name} (unfinished split)")
+        else:
+            kept.append(swap)
+    log_swaps = [s for s in kept if s.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
+    if log_swaps:
+        low = min(offset_from_file_name(s.name) for s in log_swaps)
+        high = max(_next_offset_of_swap(s) for s in log_swaps)
+        for path in sorted(partition_dir.iterdir()):
+            offset = _offset_or_none(path.name)
+            if (
+                path.is_file()
+                and not path.name.endswith(SWAP_SUFFIX)
+                and offset is not None
+                and low <= offset < high
+                and path.name.endswith(_SEGMENT_SUFFIXES)
+            ):
+                path.unlink()
+                stats.actions.append(f"removed {path.name} (replaced by a .swap segment)")
+    for swap in kept:
+        final = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
+        os.replace(swap, final)
+        stats.actions.append(f"renamed {swap.name} to {final.name}")
+
+
+def _next_offset_of_swap(path: Path) -> int:
+    segment = LogSegment.open(path.parent, offset_from_file_name(path.name), file_suffix=SWAP_SUFFIX, writable=False)
+    try:
+        return segment.read_next_offset()
+    finally:
+        segment.close()
+
+
+def _offset_or_none(name: str) -> int | None:
+    try:
+        return offset_from_file_name(name)
+    except StorageFormatError:
+        return None
+
+
+def _open_segments(
+    partition_dir: Path, config: LogConfig, segments: LogSegments, stats: RecoveryStats, clock: Clock
+) -> list[LogSegment]:
+    """Step 2 of §6.4: open every segment; return those that need recovery."""
+    needs_recovery: list[LogSegment] = []
+    files = sorted(p for p in partition_dir.iterdir() if p.is_file())
+    for path in files:
+        if path.name.endswith(_INDEX_SUFFIXES):
+            offset = _offset_or_none(path.name)
+            if offset is not None and not log_file(partition_dir, offset).exists():
+                path.unlink()
+                stats.actions.append(f"removed {path.name} (no .log)")
+    for path in files:
+        if not path.name.endswith(LOG_SUFFIX) or not path.exists():
+            continue
+        base = offset_from_file_name(path.name)
+        index_missing = not path.with_name(path.name[: -len(LOG_SUFFIX)] + INDEX_SUFFIX).exists()
+        segment = _open_segment(partition_dir, base, config, clock, create=False)
+        try:
+            segment.txn_index.sanity_check()
+            txn_corrupt = False
+        except CorruptIndexError:
+            txn_corrupt = True
+        if index_missing or txn_corrupt:
+            needs_recovery.append(segment)
+        segments.add(segment)
+    return needs_recovery
+
+
+class _LoadContext:
+    """State shared by the recovery steps of one load."""
+
+    def __init__(
+        self,
+        partition_dir: Path,
+        config: LogConfig,
+        segments: LogSegments,
+        producer_state: ProducerStateManager,
+        leader_epochs: LeaderEpochCache,
+        stats: RecoveryStats,
+        log_start_offset: int,
+    ) -> None:
+        self.dir = partition_dir
+        self.config = config
+        self.segments = segments
+        self.producer_state = producer_state
+        self.leader_epochs = leader_epochs
+        self.stats = stats
+        self.log_start_offset = log_start_offset
+
+    def recover_from(self, recovery_point: int) -> None:
+        """Step 3: recover every segment from the one holding ``recovery_point``; the first truncation (or a
+        segment that cannot be recovered) deletes every later segment."""
+        start = self.segments.floor_segment(recovery_point)
+        candidates = self.segments.values(start.base_offset if start is not None else None)
+        for index, segment in enumerate(candidates):
+            truncated = self.recover_segment(segment, reason=f"unclean shutdown (recovery point {recovery_point})")
+            if truncated > 0:
+                for later in candidates[index + 1 :]:
+                    self.segments.remove(later.base_offset)
+                    later.delete()
+                    self.stats.actions.append(f"deleted segment {later.base_offset} after a truncation")
+                break
+
+    def recover_segment(self, segment: LogSegment, *, reason: str) -> int:
+        """Rebuild producer state to the segment's base, recover it (Kafka's ``recoverSegment``), snapshot."""
+        rebuild_state_to(self.segments, self.producer_state, segment.base_offset, self.log_start_offset)
+        tracker = TransactionTracker(self.producer_state.ongoing_txns)
+
+        def observe(batch: RecordBatch) -> None:
+            if batch.partition_leader_epoch >= 0:
+                self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+            self.producer_state.on_batch(batch)
+
+        try:
+            result = segment.recover(transactions=tracker, observer=observe)
+            truncated = result.truncated_bytes
+            detail = f"{result.batches} valid batches"
+            if result.error is not None:
+                detail += f", stopped at {result.error}"
+        except (InvalidOffsetError, IndexOffsetOverflowError, OSError) as err:
+            # Kafka truncates a segment it cannot recover to empty (and the caller drops later ones).
+            truncated = segment.size
+            segment.truncate_to(segment.base_offset)
+            detail = f"could not be recovered ({err}); truncated to empty"
+        self.producer_state.take_snapshot(sync=True)
+        self.stats.recovered_segments += 1
+        self.stats.truncated_bytes += truncated
+        self.stats.actions.append(
+            f"recovered segment {segment.base_offset} ({reason}): {detail}, {truncated} bytes truncated"
+        )
+        logger.info("%s: recovered segment %d, %d bytes truncated", self.dir.name, segment.base_offset, truncated)
+        return truncated
+
+
+def rebuild_state_to(
+    segments: LogSegments, producer_state: ProducerStateManager, offset: int, log_start_offset: int
+) -> None:
+    """Producer state as of ``offset``: reload the newest snapshot at or below it, replay the batches after."""
+    producer_state.truncate_and_reload(log_start_offset, offset)
+    _replay(segments, producer_state, offset, log_start_offset, snapshot_at=())
+
+
+def rebuild_producer_state(log: Log, last_offset: int, *, reload_from_clean_shutdown: bool = False) -> None:
+    """Kafka's ``rebuildProducerState``: after a clean shutdown with no snapshot (or on pre-v2 data) write empty
+    snapshots; otherwise reload the newest snapshot and replay the log up to ``last_offset``, snapshotting at the
+    base offsets of the last two segments and at ``last_offset``."""
+    state = log.producer_state
+    segments = log.segments
+    last_base = segments.active_segment.base_offset
+    before_last = segments.lower_segment(last_base)
+    to_snapshot = {last_base, last_offset} | ({before_last.base_offset} if before_last is not None else set())
+    if state.latest_snapshot_offset() is None and reload_from_clean_shutdown:
+        for offset in sorted(to_snapshot):
+            state.update_map_end_offset(offset)
+            state.take_snapshot(sync=True)
+        return
+    state.truncate_and_reload(log.log_start_offset, last_offset)
+    _replay(segments, state, last_offset, log.log_start_offset, snapshot_at=to_snapshot)
+    state.update_map_end_offset(last_offset)
+    state.take_snapshot(sync=True)
+
+
+def _replay(
+    segments: LogSegments,
+    state: ProducerStateManager,
+    last_offset: int,
+    log_start_offset: int,
+    *,
+    snapshot_at: set[int] | tuple[()],
+) -> None:
+    if last_offset <= state.map_end_offset:
+        return
+    start = segments.floor_segment(state.map_end_offset)
+    for segment in segments.values(start.base_offset if start is not None else None, last_offset):
+        from_offset = max(segment.base_offset, state.map_end_offset, log_start_offset)
+        state.update_map_end_offset(from_offset)
+        if segment.base_offset in snapshot_at:
+            state.take_snapshot(sync=True)
+        begin = segment.translate_offset(from_offset)
+        if begin is None:
+            continue
+        for found in segment.batches(begin.position):
+            batch = found.batch
+            if batch.base_offset >= last_offset:
+                break
+            if batch.last_offset >= from_offset:
+                state.on_batch(batch)

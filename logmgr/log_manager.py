@@ -1,0 +1,584 @@
+"""The LogManager: every partition log of one or more log dirs, and the scheduled jobs that keep them.
+
+Kafka's ``LogManager`` (format doc §5-§7), plus RocketMQ-style space management (disk-usage watermarks, a daily
+delete window, manual cleanup requests, throttled and reader-safe physical deletion).
+
+Startup per log dir: take ``.lock`` (refusing a dir another process holds), note and remove the clean-shutdown
+marker, read the recovery-point and log-start-offset checkpoints, then load every partition dir on a thread pool
+(``num.recovery.threads.per.data.dir`` threads per dir), recovering after an unclean shutdown. Shutdown: stop the
+jobs (waiting for running ones), flush and close every log, write both checkpoints, then the clean-shutdown
+marker of each dir whose logs all loaded.
+
+Locks: ``LogManager._lock`` guards the maps of logs and dirs (create, delete, lookup); each log has its own writer
+lock (:mod:`logmgr.log`); jobs run one instance each (the scheduler guarantees it) and take only the locks of
+the logs they touch, one at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkpoints.clean_shutdown import CleanShutdownMarker
+from checkpoints.offset_checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    OffsetCheckpointFile,
+)
+from logmgr.clock import Clock, SystemClock
+from logmgr.config import BrokerConfig, LogConfig
+from logmgr.dir_lock import LogDirLock
+from logmgr.errors import KafkaStorageError, LogmgrError
+from logmgr.log import Log, LogDirState
+from logmgr.log_loader import load_log
+from logmgr.retention import (
+    LogSnapshot,
+    PlannedDeletion,
+    disk_usage_state,
+    in_delete_window,
+    plan_disk_pressure,
+    plan_manual_cleanup,
+    plans_by_log,
+)
+from logmgr.scheduler import ApsScheduler, Scheduler
+from logmgr.segment_deleter import DeletionRun, SegmentDeleter, SegmentReaders
+from segments.errors import StorageFormatError
+from segments.naming import PartitionDirName, TopicPartition, validate_topic
+
+logger = logging.getLogger("logmgr.manager")
+
+JOB_RETENTION = "kafka-log-retention"
+JOB_FLUSHER = "kafka-log-flusher"
+JOB_RECOVERY_POINT_CHECKPOINT = "kafka-recovery-point-checkpoint"
+JOB_LOG_START_OFFSET_CHECKPOINT = "kafka-log-start-offset-checkpoint"
+JOB_DELETE_LOGS = "kafka-delete-logs"
+JOB_PRODUCER_EXPIRATION = "PeriodicProducerExpirationCheck"
+
+_SKIPPED_DIRS = frozenset({"remote-log-index-cache"})
+_METADATA_TOPIC = "__cluster_metadata"
+
+DiskUsage = Callable[[Path], tuple[int, int]]
+
+
+def _disk_usage(path: Path) -> tuple[int, int]:
+    usage = shutil.disk_usage(path)
+    return usage.used, usage.total
+
+
+@dataclass(slots=True)
+class LogDir:
+    """One log dir: its lock, its logs and what startup learned."""
+
+    path: Path
+    lock: LogDirLock
+    state: LogDirState
+    had_clean_shutdown: bool
+    logs: dict[TopicPartition, Log] = field(default_factory=dict)
+    loaded_all: bool = False
+
+
+@dataclass(slots=True)
+class CleanupReport:
+    """What one ``cleanup_logs`` run deleted (or, for plans, would delete), per log."""
+
+    deletions: dict[TopicPartition, list[PlannedDeletion]] = field(default_factory=dict)
+    rolled: list[TopicPartition] = field(default_factory=list)
+
+    @property
+    def bytes_freed(self) -> int:
+        return sum(d.size for ds in self.deletions.values() for d in ds)
+
+    def add(self, tp: TopicPartition, deletions: Iterable[PlannedDeletion]) -> None:
+        items = list(deletions)
+        if items:
+            self.deletions.setdefault(tp, []).extend(items)
+
+
+@dataclass(slots=True)
+class _PendingDirDeletion:
+    path: Path
+    due_ms: int
+
+
+class LogManager:
+    """All logs of ``broker.log_dirs``; :meth:`startup` loads them and starts the jobs."""
+
+    def __init__(
+        self,
+        broker: BrokerConfig,
+        *,
+        topic_overrides: Mapping[str, Mapping[str, str]] | None = None,
+        clock: Clock | None = None,
+        scheduler: Scheduler | None = None,
+        disk_usage: DiskUsage = _disk_usage,
+        progress: Callable[[int, int, TopicPartition], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        broker_epoch: int | None = None,
+    ) -> None:
+        self.broker = broker
+        # Written into the clean-shutdown marker (Kafka 3.7+ JSON form); a standalone manager has none (-1).
+        self.broker_epoch = -1 if broker_epoch is None else broker_epoch
+        self.topic_overrides = {k: dict(v) for k, v in (topic_overrides or {}).items()}
+        self.clock = clock or SystemClock()
+        self.scheduler = scheduler or ApsScheduler(self.clock)
+        self.readers = SegmentReaders()
+        self.deleter = SegmentDeleter(
+            self.clock,
+            self.readers,
+            interval_ms=broker.delete_interval_ms,
+            force_after_ms=broker.delete_force_after_ms,
+            sleep=sleep,
+        )
+        self._disk_usage = disk_usage
+        self._progress = progress
+        self._lock = threading.RLock()
+        self._dirs: dict[Path, LogDir] = {}
+        self._deleted_dirs: list[_PendingDirDeletion] = []
+        self._manual_cleanup_requests = 0
+        self._one_shot_ids = itertools.count()
+        self._started = False
+        self.last_cleanup: CleanupReport | None = None
+
+    # -- configuration ----------------------------------------------------------------------------------------
+
+    def log_config(self, topic: str) -> LogConfig:
+        """Broker defaults with the topic's overrides applied. O(keys)."""
+        return self.broker.effective_log_config(topic, self.topic_overrides)
+
+    # -- startup / shutdown -------------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Lock and load every log dir, then schedule the jobs. Raises :class:`LogDirLockedError` if another
+        process holds a dir (nothing is left locked then). O(partitions + bytes recovered)."""
+        with self._lock:
+            if self._started:
+                raise LogmgrError("the log manager is already started")
+            locked: list[LogDir] = []
+            try:
+                for raw in self.broker.log_dirs:
+                    path = Path(raw)
+                    path.mkdir(parents=True, exist_ok=True)
+                    lock = LogDirLock(path)
+                    had_clean = CleanShutdownMarker.exists(path)
+                    # Kafka removes the marker before loading: a crash during the load must count as unclean.
+                    CleanShutdownMarker.remove(path)
+                    locked.append(LogDir(path.resolve(), lock, LogDirState(), had_clean))
+                for log_dir in locked:
+                    self._dirs[log_dir.path] = log_dir
+                self._load_all()
+            except BaseException:
+                for log_dir in locked:
+                    log_dir.lock.release()
+                self._dirs.clear()
+                raise
+            self._schedule_jobs()
+            self.scheduler.startup()
+            self._started = True
+
+    def _load_all(self) -> None:
+        work: list[tuple[LogDir, Path, LogConfig, int, int]] = []
+        for log_dir in self._dirs.values():
+            recovery_points = self._read_checkpoint(log_dir.path / RECOVERY_POINT_CHECKPOINT_FILE)
+            start_offsets = self._read_checkpoint(log_dir.path / LOG_START_OFFSET_CHECKPOINT_FILE)
+            for child in sorted(log_dir.path.iterdir()):
+                if not child.is_dir() or child.is_symlink() or child.name in _SKIPPED_DIRS:
+                    continue
+                try:
+                    parsed = PartitionDirName.parse(child.name)
+                except StorageFormatError as err:
+                    raise LogmgrError(f"{child}: not a partition directory ({err.message})") from None
+                if parsed.topic == _METADATA_TOPIC:
+                    continue
+                if parsed.kind == "delete":
+                    self._deleted_dirs.append(_PendingDirDeletion(child, self.clock.time_ms()))
+                    continue
+                if parsed.kind != "live":
+                    logger.warning("skipping %s (%s replica)", child, parsed.kind)
+                    continue
+                tp = parsed.topic_partition
+                work.append((log_dir, child, self.log_config(tp.topic), recovery_points.get(tp, 0), start_offsets.get(tp, 0)))
+        threads = max(1, self.broker.num_recovery_threads_per_data_dir) * max(1, len(self._dirs))
+        done = 0
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
+            futures = {
+                pool.submit(self._load_one, log_dir, path, config, rp, lso): (log_dir, path)
+                for log_dir, path, config, rp, lso in work
+            }
+            for future in as_completed(futures):
+                log_dir, _ = futures[future]
+                log = future.result()
+                with self._lock:
+                    log_dir.logs[log.topic_partition] = log
+                done += 1
+                if self._progress is not None:
+                    self._progress(done, len(work), log.topic_partition)
+                if done % 100 == 0 or done == len(work):
+                    logger.info("loaded %d/%d logs", done, len(work))
+        for log_dir in self._dirs.values():
+            log_dir.loaded_all = True
+
+    def _load_one(self, log_dir: LogDir, path: Path, config: LogConfig, recovery_point: int, start: int) -> Log:
+        log = load_log(
+            path,
+            config,
+            recovery_point=recovery_point,
+            log_start_offset=start,
+            had_clean_shutdown=log_dir.had_clean_shutdown,
+            clock=self.clock,
+            deleter=self.deleter,
+            readers=self.readers,
+            run_async=self._run_async,
+            producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
+        )
+        log.dir_state = log_dir.state
+        return log
+
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
+        """Kafka's startup rule: an unreadable checkpoint is logged and treated as empty."""
+        try:
+            return OffsetCheckpointFile(path).read()
+        except (StorageFormatError, OSError) as err:
+            logger.error("ignoring unreadable %s: %s", path, err)
+            return {}
+
+    def _run_async(self, func: Callable[[], None]) -> None:
+        """Post-roll flushes run as one-shot jobs, like Kafka's ``flush-log`` task."""
+        if self._started:
+            self.scheduler.schedule_once(f"flush-log-{next(self._one_shot_ids)}", func, 0)
+        else:
+            func()
+
+    def _schedule_jobs(self) -> None:
+        broker = self.broker
+        delay = broker.log_initial_task_delay_ms
+        self.scheduler.schedule(JOB_RETENTION, self.cleanup_logs, delay_ms=delay, period_ms=broker.log_retention_check_interval_ms)
+        self.scheduler.schedule(JOB_FLUSHER, self.flush_dirty_logs, delay_ms=delay, period_ms=broker.log_flush_scheduler_interval_ms)
+        self.scheduler.schedule(
+            JOB_RECOVERY_POINT_CHECKPOINT,
+            self.checkpoint_recovery_points,
+            delay_ms=delay,
+            period_ms=broker.log_flush_offset_checkpoint_interval_ms,
+        )
+        self.scheduler.schedule(
+            JOB_LOG_START_OFFSET_CHECKPOINT,
+            self.checkpoint_log_start_offsets,
+            delay_ms=delay,
+            period_ms=broker.log_flush_start_offset_checkpoint_interval_ms,
+        )
+        self.scheduler.schedule(
+            JOB_DELETE_LOGS, self.delete_logs, delay_ms=delay, period_ms=max(1, min(broker.log_segment_delete_delay_ms, 10_000))
+        )
+        self.scheduler.schedule(
+            JOB_PRODUCER_EXPIRATION,
+            self.remove_expired_producers,
+            delay_ms=broker.producer_id_expiration_check_interval_ms,
+            period_ms=broker.producer_id_expiration_check_interval_ms,
+        )
+
+    def shutdown(self) -> None:
+        """Stop the jobs (waiting for running ones), flush and close every log, write the checkpoints and the
+        clean-shutdown markers, release the locks. O(logs)."""
+        with self._lock:
+            if not self._started:
+                return
+            self.scheduler.shutdown(wait=True)
+            for log_dir in self._dirs.values():
+                clean = log_dir.loaded_all and not log_dir.state.offline
+                for log in log_dir.logs.values():
+                    try:
+                        if not log.is_offline:
+                            log.flush()
+                        log.close()
+                    except (KafkaStorageError, OSError) as err:
+                        logger.error("%s: close failed: %s", log.topic_partition, err)
+                        clean = False
+                if not log_dir.state.offline:
+                    self._write_recovery_points(log_dir)
+                    self._write_log_start_offsets(log_dir)
+                    if clean:
+                        CleanShutdownMarker(self.broker_epoch).write(log_dir.path)
+                log_dir.lock.release()
+            self._started = False
+
+    def __enter__(self) -> LogManager:
+        self.startup()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- logs -----------------------------------------------------------------------------------------------------
+
+    def all_logs(self) -> list[Log]:
+        """Every live log. O(logs)."""
+        with self._lock:
+            return [log for d in self._dirs.values() for log in d.logs.values()]
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        """The log of ``tp`` if loaded. O(dirs)."""
+        with self._lock:
+            for log_dir in self._dirs.values():
+                if tp in log_dir.logs:
+                    return log_dir.logs[tp]
+            return None
+
+    def get_or_create_log(
+        self, topic: str, partition: int, config_overrides: Mapping[str, str] | None = None
+    ) -> Log:
+        """The log of ``topic-partition``, created (with ``partition.metadata``) in the dir holding the fewest
+        partitions when missing. Overrides become the topic's config. O(dirs)."""
+        validate_topic(topic)
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            existing = self.get_log(tp)
+            if existing is not None:
+                return existing
+            if config_overrides:
+                self.topic_overrides.setdefault(topic, {}).update(config_overrides)
+            candidates = [d for d in self._dirs.values() if not d.state.offline]
+            if not candidates:
+                raise KafkaStorageError("no online log dir to create the log in")
+            log_dir = min(candidates, key=lambda d: (len(d.logs), str(d.path)))
+            log = load_log(
+                log_dir.path / str(tp),
+                self.log_config(topic),
+                had_clean_shutdown=True,
+                clock=self.clock,
+                deleter=self.deleter,
+                readers=self.readers,
+                run_async=self._run_async,
+                producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
+            )
+            log.ensure_partition_metadata()
+            log.dir_state = log_dir.state
+            log_dir.logs[tp] = log
+            return log
+
+    def delete_log(self, tp: TopicPartition) -> Path:
+        """Close the log, rename its dir to the ``-delete`` form and remove it after ``file.delete.delay.ms``.
+        O(segments)."""
+        with self._lock:
+            for log_dir in self._dirs.values():
+                log = log_dir.logs.pop(tp, None)
+                if log is not None:
+                    target = log.delete()
+                    self._deleted_dirs.append(_PendingDirDeletion(target, self.clock.time_ms()))
+                    self._write_recovery_points(log_dir)
+                    self._write_log_start_offsets(log_dir)
+                    return target
+        raise LogmgrError(f"no log for {tp}")
+
+    def log_dirs(self) -> list[LogDir]:
+        with self._lock:
+            return list(self._dirs.values())
+
+    # -- jobs -----------------------------------------------------------------------------------------------------
+
+    def run_job_now(self, name: str) -> None:
+        """Run one scheduled job now (never concurrently with itself)."""
+        self.scheduler.run_job_now(name)
+
+    def request_manual_cleanup(self, segments: int = 1) -> None:
+        """Ask the next ``cleanup_logs`` to delete up to ``segments`` more of the oldest eligible segments per log
+        dir, whatever the retention settings say (RocketMQ's manual delete). O(1)."""
+        with self._lock:
+            self._manual_cleanup_requests += max(0, segments)
+
+    def cleanup_logs(self) -> CleanupReport:
+        """Kafka's cleanupLogs for ``cleanup.policy=delete`` logs, plus disk-usage pressure, the daily delete
+        window and manual requests. O(logs x segments)."""
+        report = CleanupReport()
+        now = self.clock.time_ms()
+        time_rule_allowed = in_delete_window(now, self.broker.delete_when, None)
+        with self._lock:
+            manual = self._manual_cleanup_requests
+            self._manual_cleanup_requests = 0
+            dirs = list(self._dirs.values())
+        for log_dir in dirs:
+            if log_dir.state.offline:
+                continue
+            logs = {tp: log for tp, log in log_dir.logs.items() if log.config.delete and not log.config.compact}
+            self._apply_disk_pressure(log_dir, logs, report)
+            if manual:
+                snapshots = {tp: log.snapshot() for tp, log in logs.items()}
+                self._apply(logs, plan_manual_cleanup(snapshots, manual), report)
+            for tp, log in logs.items():
+                try:
+                    plan = log.delete_old_segments(time_rule_allowed=time_rule_allowed)
+                except KafkaStorageError as err:
+                    self._mark_dir_offline(log_dir, err)
+                    break
+                report.add(tp, plan.deletions)
+                if plan.roll_first:
+                    report.rolled.append(tp)
+            self._update_disk_state(log_dir)
+        self.last_cleanup = report
+        if report.deletions:
+            logger.info("cleanup scheduled %d bytes for deletion", report.bytes_freed)
+        return report
+
+    def plan_cleanup(self) -> CleanupReport:
+        """What :meth:`cleanup_logs` would delete now (retention and disk pressure), changing nothing. O(logs x
+        segments)."""
+        report = CleanupReport()
+        now = self.clock.time_ms()
+        time_rule_allowed = in_delete_window(now, self.broker.delete_when, None)
+        for log_dir in self.log_dirs():
+            logs = {tp: log for tp, log in log_dir.logs.items() if log.config.delete and not log.config.compact}
+            for tp, deletion in self._disk_pressure_plan(log_dir, logs):
+                report.add(tp, [deletion])
+            for tp, log in logs.items():
+                plan = log.plan_retention(now, time_rule_allowed=time_rule_allowed)
+                report.add(tp, plan.deletions)
+                if plan.roll_first:
+                    report.rolled.append(tp)
+        return report
+
+    def _disk_pressure_plan(self, log_dir: LogDir, logs: Mapping[TopicPartition, Log]) -> list[tuple[TopicPartition, PlannedDeletion]]:
+        ratio = self.broker.disk_usage_clean_ratio
+        if ratio is None or not logs:
+            return []
+        used, total = self._disk_usage(log_dir.path)
+        snapshots: dict[TopicPartition, LogSnapshot] = {tp: log.snapshot() for tp, log in logs.items()}
+        # Segments already renamed to .deleted will free their space shortly: count them as gone, so one burst of
+        # pressure does not delete more than needed while physical deletion waits for its delay.
+        projected_used = max(0, used - self.deleter.pending_bytes())
+        return plan_disk_pressure(snapshots, projected_used, total, ratio)
+
+    def _apply_disk_pressure(self, log_dir: LogDir, logs: Mapping[TopicPartition, Log], report: CleanupReport) -> None:
+        self._apply(logs, self._disk_pressure_plan(log_dir, logs), report)
+
+    def _apply(
+        self, logs: Mapping[TopicPartition, Log], picked: Iterable[tuple[TopicPartition, PlannedDeletion]], report: CleanupReport
+    ) -> None:
+        snapshots = {tp: log.snapshot() for tp, log in logs.items()}
+        for tp, plan in plans_by_log(snapshots, picked).items():
+            logs[tp].apply_deletions([d.base_offset for d in plan.deletions], plan.roll_first, reason=plan.deletions[0].reason)
+            report.add(tp, plan.deletions)
+
+    def _update_disk_state(self, log_dir: LogDir) -> None:
+        clean, warn = self.broker.disk_usage_clean_ratio, self.broker.disk_usage_warn_ratio
+        if clean is None or warn is None:
+            log_dir.state.full = False
+            return
+        used, total = self._disk_usage(log_dir.path)
+        state = disk_usage_state(max(0, used - self.deleter.pending_bytes()), total, clean, warn)
+        if (state == "full") != log_dir.state.full:
+            logger.warning("%s is %s", log_dir.path, "full: appends refused" if state == "full" else "no longer full")
+        log_dir.state.full = state == "full"
+
+    def flush_dirty_logs(self) -> None:
+        """Flush every log whose last flush is ``flush.ms`` old; advances recovery points. O(logs)."""
+        now = self.clock.time_ms()
+        for log in self.all_logs():
+            if not log.is_offline and now - log.last_flush_ms >= log.config.flush_ms:
+                try:
+                    log.flush(log.log_end_offset)
+                except KafkaStorageError as err:
+                    self._mark_dir_offline(self._dir_of(log), err)
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write each dir's recovery-point checkpoint, then prune producer snapshots (pre-2.8 rule). O(logs)."""
+        for log_dir in self.log_dirs():
+            if log_dir.state.offline:
+                continue
+            self._write_recovery_points(log_dir)
+            for log in list(log_dir.logs.values()):
+                log.prune_producer_snapshots()
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write each dir's log-start-offset checkpoint (only logs whose start is above their first segment). O(logs)."""
+        for log_dir in self.log_dirs():
+            if not log_dir.state.offline:
+                self._write_log_start_offsets(log_dir)
+
+    def delete_logs(self) -> DeletionRun:
+        """Physically delete due ``.deleted`` segments (reader-safe, throttled) and due ``-delete`` dirs. O(due)."""
+        run = self.deleter.run_due()
+        now = self.clock.time_ms()
+        with self._lock:
+            due = [d for d in self._deleted_dirs if d.due_ms + self.broker.log_segment_delete_delay_ms <= now]
+            for entry in due:
+                self._deleted_dirs.remove(entry)
+        for entry in due:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            logger.info("deleted %s", entry.path)
+        return run
+
+    def remove_expired_producers(self) -> None:
+        """Drop producers idle for ``producer.id.expiration.ms`` (no open transaction). O(producers)."""
+        now = self.clock.time_ms()
+        for log in self.all_logs():
+            log.producer_state.remove_expired_producers(now)
+
+    # -- checkpoints ------------------------------------------------------------------------------------------
+
+    def _write_recovery_points(self, log_dir: LogDir) -> None:
+        points = {tp: log.recovery_point for tp, log in sorted(log_dir.logs.items(), key=lambda kv: str(kv[0]))}
+        try:
+            OffsetCheckpointFile(log_dir.path / RECOVERY_POINT_CHECKPOINT_FILE).write(points)
+        except OSError as err:
+            self._mark_dir_offline(log_dir, err)
+
+    def _write_log_start_offsets(self, log_dir: LogDir) -> None:
+        offsets = {}
+        for tp, log in sorted(log_dir.logs.items(), key=lambda kv: str(kv[0])):
+            first = log.segments.first_segment()
+            if first is not None and log.log_start_offset > first.base_offset:
+                offsets[tp] = log.log_start_offset
+        try:
+            OffsetCheckpointFile(log_dir.path / LOG_START_OFFSET_CHECKPOINT_FILE).write(offsets)
+        except OSError as err:
+            self._mark_dir_offline(log_dir, err)
+
+    # -- failures -------------------------------------------------------------------------------------------------
+
+    def _dir_of(self, log: Log) -> LogDir:
+        with self._lock:
+            for log_dir in self._dirs.values():
+                if log.topic_partition in log_dir.logs:
+                    return log_dir
+        raise LogmgrError(f"{log.topic_partition} belongs to no log dir")
+
+    def _mark_dir_offline(self, log_dir: LogDir, err: BaseException) -> None:
+        """Kafka's LogDirFailureChannel: an I/O error takes the whole dir offline; other dirs keep working."""
+        if not log_dir.state.offline:
+            logger.error("log dir %s is offline after %s", log_dir.path, err)
+        log_dir.state.offline = True
+
+    # -- status -------------------------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """Counts, sizes and job statistics, JSON-ready. O(logs x segments)."""
+        dirs = []
+        for log_dir in self.log_dirs():
+            logs = list(log_dir.logs.values())
+            dirs.append(
+                {
+                    "path": str(log_dir.path),
+                    "offline": log_dir.state.offline,
+                    "full": log_dir.state.full,
+                    "partitions": len(logs),
+                    "segments": sum(len(log.segments) for log in logs),
+                    "bytes": sum(log.size_in_bytes for log in logs),
+                }
+            )
+        jobs = {}
+        for name in self.scheduler.jobs():
+            stats = self.scheduler.job_stats(name)
+            jobs[name] = {
+                "runs": stats.runs,
+                "failures": stats.failures,
+                "lastStartMs": stats.last_start_ms,
+                "lastDurationMs": stats.last_duration_ms,
+                "lastError": stats.last_error,
+            }
+        return {"dirs": dirs, "jobs": jobs, "pendingDeletionBytes": self.deleter.pending_bytes()}

@@ -1,0 +1,145 @@
+"""The segments of one log, keyed by base offset (Kafka's ``LogSegments``).
+
+Backed by a :class:`sortedcontainers.SortedDict`. Kafka uses a concurrent skip list so readers can look segments
+up while the writer rolls and deletes; here every operation takes a short internal lock, so a reader's lookup is
+atomic with respect to the writer's structural changes (add, remove, replace). The lock guards only the map:
+the segments' own files follow the one-writer/many-readers rule of :mod:`segments.log_segment`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from sortedcontainers import SortedDict
+
+from segments.log_segment import LogSegment
+
+
+class LogSegments:
+    """Ordered map ``base offset -> LogSegment``."""
+
+    def __init__(self) -> None:
+        self._segments: SortedDict = SortedDict()
+        self._lock = threading.RLock()
+
+    # -- structure -------------------------------------------------------------------------------------------
+
+    def add(self, segment: LogSegment) -> LogSegment | None:
+        """Insert (or replace) the segment at its base offset; return the one replaced. O(log n)."""
+        with self._lock:
+            previous: LogSegment | None = self._segments.get(segment.base_offset)
+            self._segments[segment.base_offset] = segment
+            return previous
+
+    def remove(self, base_offset: int) -> LogSegment | None:
+        """Remove and return the segment at ``base_offset`` (``None`` if absent). O(log n)."""
+        with self._lock:
+            removed: LogSegment | None = self._segments.pop(base_offset, None)
+            return removed
+
+    def clear(self) -> list[LogSegment]:
+        """Remove every segment; return them oldest first. O(n)."""
+        with self._lock:
+            segments = list(self._segments.values())
+            self._segments.clear()
+            return segments
+
+    def close(self) -> None:
+        """Close every segment (trimming indexes). O(n)."""
+        for segment in self.values():
+            segment.close()
+
+    # -- lookups ---------------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._segments)
+
+    def __contains__(self, base_offset: object) -> bool:
+        return base_offset in self._segments
+
+    def is_empty(self) -> bool:
+        """O(1)."""
+        return not self._segments
+
+    def get(self, base_offset: int) -> LogSegment | None:
+        """The segment starting exactly at ``base_offset``. O(log n)."""
+        segment: LogSegment | None = self._segments.get(base_offset)
+        return segment
+
+    def base_offsets(self) -> list[int]:
+        """Every base offset, ascending. O(n)."""
+        with self._lock:
+            return list(self._segments.keys())
+
+    def values(self, from_offset: int | None = None, to_offset: int | None = None) -> list[LogSegment]:
+        """Segments with ``from_offset <= base < to_offset`` (both bounds optional), oldest first. O(log n + k)."""
+        with self._lock:
+            keys = self._segments.irange(from_offset, to_offset, inclusive=(True, False))
+            return [self._segments[k] for k in keys]
+
+    def __iter__(self) -> Iterator[LogSegment]:
+        return iter(self.values())
+
+    def first_segment(self) -> LogSegment | None:
+        """The oldest segment. O(1)."""
+        with self._lock:
+            if not self._segments:
+                return None
+            segment: LogSegment = self._segments.peekitem(0)[1]
+            return segment
+
+    def last_segment(self) -> LogSegment | None:
+        """The newest (active) segment. O(1)."""
+        with self._lock:
+            if not self._segments:
+                return None
+            segment: LogSegment = self._segments.peekitem(-1)[1]
+            return segment
+
+    @property
+    def active_segment(self) -> LogSegment:
+        """The newest segment; a log always has one once loaded. O(1)."""
+        segment = self.last_segment()
+        if segment is None:
+            raise LookupError("the log has no segment")
+        return segment
+
+    def floor_segment(self, offset: int) -> LogSegment | None:
+        """The segment with the largest base offset ``<= offset`` (the one holding ``offset``). O(log n)."""
+        with self._lock:
+            index = self._segments.bisect_right(offset)
+            if index == 0:
+                return None
+            segment: LogSegment = self._segments.peekitem(index - 1)[1]
+            return segment
+
+    def higher_segment(self, offset: int) -> LogSegment | None:
+        """The first segment with base offset ``> offset``. O(log n)."""
+        with self._lock:
+            index = self._segments.bisect_right(offset)
+            if index == len(self._segments):
+                return None
+            segment: LogSegment = self._segments.peekitem(index)[1]
+            return segment
+
+    def lower_segment(self, offset: int) -> LogSegment | None:
+        """The last segment with base offset ``< offset``. O(log n)."""
+        with self._lock:
+            index = self._segments.bisect_left(offset)
+            if index == 0:
+                return None
+            segment: LogSegment = self._segments.peekitem(index - 1)[1]
+            return segment
+
+    def size_in_bytes(self) -> int:
+        """Total ``.log`` bytes of all segments. O(n)."""
+        return sum(segment.size for segment in self.values())
+
+    def _check(self) -> None:
+        """Assert the invariants: keys equal base offsets, ascending."""
+        with self._lock:
+            keys = list(self._segments.keys())
+            assert keys == sorted(keys)
+            for key, segment in self._segments.items():
+                assert segment.base_offset == key

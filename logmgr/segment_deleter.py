@@ -1,0 +1,174 @@
+"""Delayed, throttled, reader-safe physical deletion of segments.
+
+Kafka renames a deleted segment's files to ``*.deleted`` and removes them ``file.delete.delay.ms`` later. On top of
+that, from RocketMQ:
+
+* **reader-safe deletion**: readers hold a segment (:meth:`SegmentReaders.hold`) while they read its bytes; a due
+  segment that is still held is not closed. Once ``force_after_ms`` has passed since it became due, its files are
+  unlinked anyway (readers keep working on their open descriptors) and the descriptors are closed when the last
+  reader releases. No reader ever sees a closed file.
+* **throttled deletion**: a pause of ``interval_ms`` between two physical deletions, so a burst of expired
+  segments does not turn into a burst of disk I/O.
+
+Locks: :class:`SegmentReaders` has one lock for the hold counts; :class:`SegmentDeleter` has one for its queue.
+Neither is held while files are unlinked or closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from logmgr.clock import Clock
+from segments.log_segment import LogSegment
+
+logger = logging.getLogger("logmgr.deletion")
+
+
+class SegmentReaders:
+    """Counts of readers holding each segment (by identity)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[int, int] = {}
+        self._close_on_release: dict[int, LogSegment] = {}
+
+    @contextmanager
+    def hold(self, segment: LogSegment) -> Iterator[LogSegment]:
+        """Hold ``segment`` for the duration of the ``with`` block. O(1)."""
+        key = id(segment)
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+        try:
+            yield segment
+        finally:
+            to_close = None
+            with self._lock:
+                remaining = self._counts[key] - 1
+                if remaining:
+                    self._counts[key] = remaining
+                else:
+                    del self._counts[key]
+                    to_close = self._close_on_release.pop(key, None)
+            if to_close is not None:
+                to_close.close()
+
+    def readers(self, segment: LogSegment) -> int:
+        """How many readers hold ``segment`` now. O(1)."""
+        with self._lock:
+            return self._counts.get(id(segment), 0)
+
+    def close_when_released(self, segment: LogSegment) -> bool:
+        """Arrange for ``segment`` to be closed by its last reader; False (caller closes) when nobody holds it.
+        O(1)."""
+        with self._lock:
+            if self._counts.get(id(segment), 0) == 0:
+                return False
+            self._close_on_release[id(segment)] = segment
+            return True
+
+
+@dataclass(slots=True)
+class PendingDeletion:
+    """A segment renamed to ``.deleted`` (plus extra files such as its ``.snapshot.deleted``) awaiting removal."""
+
+    segment: LogSegment
+    extra_files: tuple[Path, ...]
+    due_ms: int
+    size: int
+
+    @property
+    def files(self) -> list[Path]:
+        seg = self.segment
+        paths = [seg.log.path, seg.offset_index.path, seg.time_index.path, seg.txn_index.path]
+        return [*paths, *self.extra_files]
+
+
+@dataclass(slots=True)
+class DeletionRun:
+    """What one :meth:`SegmentDeleter.run_due` call did."""
+
+    deleted_segments: int = 0
+    deleted_bytes: int = 0
+    forced: int = 0
+    waiting_for_readers: int = 0
+    files: list[Path] = field(default_factory=list)
+
+
+class SegmentDeleter:
+    """Queue of segments to delete physically once due."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        readers: SegmentReaders,
+        *,
+        interval_ms: int = 0,
+        force_after_ms: int = 120_000,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._clock = clock
+        self._readers = readers
+        self._interval_ms = interval_ms
+        self._force_after_ms = force_after_ms
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._pending: list[PendingDeletion] = []
+
+    def schedule(self, segment: LogSegment, delay_ms: int, extra_files: tuple[Path, ...] = ()) -> None:
+        """Queue ``segment`` (already renamed to ``.deleted``) for deletion ``delay_ms`` from now. O(1)."""
+        entry = PendingDeletion(segment, extra_files, self._clock.time_ms() + max(0, delay_ms), segment.size)
+        with self._lock:
+            self._pending.append(entry)
+
+    def pending(self) -> list[PendingDeletion]:
+        """A copy of the queue. O(n)."""
+        with self._lock:
+            return list(self._pending)
+
+    def pending_bytes(self) -> int:
+        """Bytes of ``.log`` data waiting for deletion. O(n)."""
+        with self._lock:
+            return sum(p.size for p in self._pending)
+
+    def run_due(self, *, everything: bool = False) -> DeletionRun:
+        """Delete every due entry (``everything``: all entries, as at shutdown or when a whole log is deleted),
+        pausing ``interval_ms`` between deletions. Held segments wait until released or until ``force_after_ms``
+        past due. O(due entries)."""
+        run = DeletionRun()
+        now = self._clock.time_ms()
+        with self._lock:
+            due = [p for p in self._pending if everything or p.due_ms <= now]
+        for number, entry in enumerate(due):
+            held = self._readers.readers(entry.segment) > 0
+            force = everything or now - entry.due_ms >= self._force_after_ms
+            if held and not force:
+                run.waiting_for_readers += 1
+                continue
+            if number and self._interval_ms > 0 and run.deleted_segments:
+                self._sleep(self._interval_ms / 1000)
+            files = entry.files
+            for path in files:
+                path.unlink(missing_ok=True)
+            if held:
+                run.forced += 1
+                if not self._readers.close_when_released(entry.segment):
+                    entry.segment.close()
+            else:
+                entry.segment.close()
+            with self._lock:
+                self._pending.remove(entry)
+            run.deleted_segments += 1
+            run.deleted_bytes += entry.size
+            run.files.extend(files)
+            logger.info("deleted %s (%d bytes)%s", files[0], entry.size, " while still read" if held else "")
+        return run
+
+    def _check(self) -> None:
+        with self._lock:
+            assert all(p.size >= 0 for p in self._pending)
