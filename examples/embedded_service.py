@@ -48,6 +48,8 @@ def broker_config(data_dir: Path) -> BrokerConfig:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # APScheduler logs every run at INFO; the jobs log what they did themselves.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     data_dir = Path(os.environ.get("LOGMGR_DATA_DIR") or tempfile.mkdtemp(prefix="logmgr-service-"))
     print(f"data dir: {data_dir}")
     manager = LogManager(broker_config(data_dir))
