@@ -10,9 +10,11 @@ import argparse
 import cProfile
 import io
 import json
+import math
 import os
 import pstats
 import random
+import shutil
 import struct
 import time
 from collections.abc import Callable, Sequence
@@ -22,11 +24,13 @@ from typing import TypeVar
 
 from crc32c import crc32c
 
+from segments.log_segment import LogSegment
 from segments.naming import log_file
 from segments.records import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
-    DefaultRecordBatch,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
     SimpleRecord,
     build_batch,
 )
@@ -39,9 +43,10 @@ MIB = 1024 * 1024
 READ_CHUNK = 8 * MIB
 """Same window as ``segments.file_records`` reads, so the raw-read baselines issue the same ``pread`` calls."""
 
-# Header fields the segment generator re-stamps (kafka-format.md §1.1); both sit inside the CRC range.
+# Header fields the segment generator re-stamps (kafka-format.md §1.1): base offset and leader epoch lie before
+# the CRC range, the two timestamps inside it.
 _BASE_TIMESTAMP_OFFSET = 27
-_MAX_TIMESTAMP_OFFSET = 35
+_I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 
@@ -84,7 +89,9 @@ def add_common_args(parser: argparse.ArgumentParser, *, sized: bool = True) -> N
             "--size-mib", type=int, default=None, help=f"segment size in MiB (default {DEFAULT_SIZE_MIB})"
         )
     parser.add_argument(
-        "--quick", action="store_true", help=f"smoke run: {QUICK_SIZE_MIB} MiB segment, fewer batches/repeats"
+        "--quick",
+        action="store_true",
+        help=f"smoke run: {QUICK_SIZE_MIB} MiB segment, each benchmark's small size, 2 repeats",
     )
     parser.add_argument("--repeats", type=int, default=None, help="timed runs per measurement (best is kept)")
     parser.add_argument(
@@ -183,13 +190,45 @@ class Segment:
     batch_size: int
 
 
+def segment_templates() -> list[bytes]:
+    """The ``SEGMENT_DISTINCT_BATCHES`` distinct uncompressed batches every generated log repeats: 140 records
+    each (8-byte keys, 100-byte log-like values, timestamps ``SEGMENT_START_TIMESTAMP + i``), all the same size
+    (16,873 bytes). Deterministic. O(batches * records)."""
+    rng = random.Random(20240611)
+    templates = []
+    for t in range(SEGMENT_DISTINCT_BATCHES):
+        records = [
+            SimpleRecord(
+                text_value(rng, SEGMENT_VALUE_SIZE), b"key-%06d" % (t * 1000 + i), SEGMENT_START_TIMESTAMP + i
+            )
+            for i in range(SEGMENT_RECORDS_PER_BATCH)
+        ]
+        templates.append(build_batch(records))
+    if any(len(t) != len(templates[0]) for t in templates):
+        raise AssertionError("template batches differ in size; the generators expect one batch size")
+    return templates
+
+
+def stamped_batch(templates: Sequence[bytes], n: int, *, leader_epoch: int | None = None) -> bytearray:
+    """Batch number ``n`` of a generated log: template ``n % len(templates)`` with base offset
+    ``n * SEGMENT_RECORDS_PER_BATCH``, both timestamps shifted by ``n`` ms (so max timestamps grow and the time
+    index gets entries as in a real log), the leader epoch set when given, and its CRC recomputed. O(batch size).
+    """
+    stamped = bytearray(templates[n % len(templates)])
+    _I64.pack_into(stamped, 0, n * SEGMENT_RECORDS_PER_BATCH)
+    if leader_epoch is not None:
+        _I32.pack_into(stamped, PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+    for field in (_BASE_TIMESTAMP_OFFSET, MAX_TIMESTAMP_OFFSET):
+        _I64.pack_into(stamped, field, _I64.unpack_from(stamped, field)[0] + n)
+    _U32.pack_into(stamped, CRC_OFFSET, crc32c(memoryview(stamped)[ATTRIBUTES_OFFSET:]))
+    return stamped
+
+
 def segment(size_mib_: int, data_dir: Path = DATA_DIR) -> Segment:
     """The benchmark segment of about ``size_mib_`` MiB under ``data_dir``, generated unless a file with the
     same parameters is already there. O(size).
 
-    The file holds ``SEGMENT_DISTINCT_BATCHES`` distinct batches built once with ``build_batch`` and repeated:
-    each copy gets a new base offset (outside the CRC) and timestamps shifted by one millisecond per batch (so
-    the time index grows as in a real log), after which its CRC is recomputed.
+    The file holds the :func:`segment_templates` batches repeated, as :func:`stamped_batch` stamps them.
     """
     directory = data_dir / f"segment-{size_mib_}mib"
     path = log_file(directory, 0)
@@ -208,36 +247,14 @@ def segment(size_mib_: int, data_dir: Path = DATA_DIR) -> Segment:
     for stale in directory.iterdir():
         if stale.is_file():
             stale.unlink()
-    rng = random.Random(20240611)
-    templates = []
-    for t in range(SEGMENT_DISTINCT_BATCHES):
-        records = [
-            SimpleRecord(
-                text_value(rng, SEGMENT_VALUE_SIZE), b"key-%06d" % (t * 1000 + i), SEGMENT_START_TIMESTAMP + i
-            )
-            for i in range(SEGMENT_RECORDS_PER_BATCH)
-        ]
-        templates.append(build_batch(records))
+    templates = segment_templates()
     batch_size = len(templates[0])
-    if any(len(t) != batch_size for t in templates):
-        raise AssertionError("template batches differ in size; the generator expects one batch size")
     count = max(1, size_mib_ * MIB // batch_size)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as out:
         pending = bytearray()
         for n in range(count):
-            stamped = bytearray(
-                DefaultRecordBatch(templates[n % len(templates)]).with_base_offset(
-                    n * SEGMENT_RECORDS_PER_BATCH
-                )
-            )
-            base_ts, max_ts = (
-                _I64.unpack_from(stamped, o)[0] for o in (_BASE_TIMESTAMP_OFFSET, _MAX_TIMESTAMP_OFFSET)
-            )
-            _I64.pack_into(stamped, _BASE_TIMESTAMP_OFFSET, base_ts + n)
-            _I64.pack_into(stamped, _MAX_TIMESTAMP_OFFSET, max_ts + n)
-            _U32.pack_into(stamped, CRC_OFFSET, crc32c(memoryview(stamped)[ATTRIBUTES_OFFSET:]))
-            pending += stamped
+            pending += stamped_batch(templates, n)
             if len(pending) >= READ_CHUNK:
                 out.write(pending)
                 pending.clear()
@@ -256,6 +273,47 @@ def segment(size_mib_: int, data_dir: Path = DATA_DIR) -> Segment:
         )
     )
     return info
+
+
+def write_log(
+    partition_dir: Path,
+    templates: Sequence[bytes],
+    *,
+    batches: int,
+    batches_per_segment: int,
+    leader_epoch: int | None = 0,
+) -> int:
+    """Write a closed log of ``batches`` :func:`stamped_batch` batches into ``partition_dir`` (created), a new
+    segment every ``batches_per_segment`` batches, one ``LogSegment.append`` per batch so the offset and time
+    indexes get the entries a broker's appends give them (Kafka's defaults: ``index.interval.bytes`` 4096,
+    10 MiB indexes). Returns the ``.log`` bytes written. No fsync: the caller decides. O(size).
+    """
+    partition_dir.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for first in range(0, batches, batches_per_segment):
+        segment = LogSegment.open(partition_dir, first * SEGMENT_RECORDS_PER_BATCH, create=True)
+        try:
+            for n in range(first, min(batches, first + batches_per_segment)):
+                segment.append(memoryview(stamped_batch(templates, n, leader_epoch=leader_epoch)))
+            written += segment.size
+        finally:
+            segment.close()
+    return written
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile (``fraction`` in (0, 1]) of ascending ``sorted_values``. O(1)."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def fresh_dir(path: Path) -> Path:
+    """``path`` emptied (removed with its contents, then created). O(files)."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
 
 
 def profile(fn: Callable[[], object], top: int = 12) -> str:

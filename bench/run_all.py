@@ -1,11 +1,12 @@
-"""Run every benchmark (header walk, record codec, reindex) and print a summary.
+"""Run every benchmark (header walk, record codec, reindex, append, read, startup, lookup) and print a summary.
 
-``make bench`` runs this at full size (1 GiB segment, 100 batches of 1000 records); ``--quick`` is a smoke run
-(64 MiB, 10 batches, 2 repeats). ``--write-results bench/results.md`` also writes the reports as markdown with
-the machine facts and the command that produced them.
+``make bench`` runs this at full size (1 GiB segment, 100 batches of 1000 records, 512 MiB appended, a 10 GiB log
+for lookups, a log dir of 1,000 partitions x 10 segments); ``--quick`` is a smoke run (64 MiB, 10 batches,
+2 repeats, and the quick sizes of each benchmark). ``--only NAME,...`` runs a subset. ``--write-results
+bench/results.md`` also writes the reports as markdown with the machine facts and the command that produced them.
 
 Run: ``.venv/bin/python bench/run_all.py [--quick | --size-mib N] [--batches N] [--repeats R] [--profile]
-[--write-results PATH]``.
+[--only NAME,...] [--write-results PATH]`` (each benchmark's own size options are accepted too).
 """
 
 from __future__ import annotations
@@ -19,10 +20,24 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import append_bench
 import header_walk
+import lookup_bench
+import read_bench
 import record_codec
 import reindex_bench
+import startup_bench
 from _common import add_common_args, size_mib
+
+BENCHMARKS = {
+    "header_walk": ("Header walk + CRC", header_walk),
+    "record_codec": ("Record decode / encode", record_codec),
+    "reindex": ("Reindex", reindex_bench),
+    "append": ("Append (batches and records)", append_bench),
+    "read": ("Read by offset", read_bench),
+    "startup": ("LogManager startup, clean vs unclean", startup_bench),
+    "lookup": ("Offset and timestamp lookup latency", lookup_bench),
+}
 
 _PACKAGES = ("crc32c", "cramjam", "kafka-python", "aiokafka", "lz4")
 
@@ -89,25 +104,31 @@ def write_results(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the three benchmarks in order and print their summary lines. O(total benchmark time)."""
+    """Run the benchmarks in order and print their summary lines. O(total benchmark time)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_common_args(parser)
-    record_codec.add_args(parser)
+    for module in (record_codec, append_bench, read_bench, startup_bench, lookup_bench):
+        module.add_args(parser)
+    parser.add_argument(
+        "--only",
+        default=",".join(BENCHMARKS),
+        help=f"comma-separated benchmarks to run, in this order (default all: {','.join(BENCHMARKS)})",
+    )
     parser.add_argument(
         "--write-results", type=Path, default=None, help="also write the reports as markdown here"
     )
     args = parser.parse_args(argv)
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in BENCHMARKS]
+    if unknown or not chosen:
+        parser.error(f"--only takes names from {', '.join(BENCHMARKS)}; got {args.only!r}")
     load = os.getloadavg()
     started = time.perf_counter()
     sections = []
     summaries = []
-    for title, module in (
-        ("Header walk + CRC", header_walk),
-        ("Record decode / encode", record_codec),
-        ("Reindex", reindex_bench),
-    ):
+    for title, module in (BENCHMARKS[name] for name in BENCHMARKS if name in chosen):
         print(f"=== {title}", flush=True)
         t0 = time.perf_counter()
         result = module.run(args)

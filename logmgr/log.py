@@ -49,7 +49,6 @@ from segments.errors import CorruptRecordError
 from segments.file_records import iter_batches
 from segments.log_segment import LogSegment
 from segments.naming import (
-    DELETED_SUFFIX,
     TopicPartition,
     delete_dir_name,
     log_file,
@@ -179,7 +178,10 @@ class Log:
         self._lock = threading.RLock()
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
-        self._log_end_offset = segments.active_segment.read_next_offset()
+        # (log end offset, active segment base, byte position of the log end in it), replaced as one tuple under
+        # the writer lock after each change, so a reader that snapshots it never serves an append in progress.
+        self._end = (0, 0, 0)
+        self._publish_end(segments.active_segment.read_next_offset())
         self._high_watermark: int | None = None
         self._high_watermark_provider: Callable[[], int] | None = None
         self.last_flush_ms = self.clock.time_ms()
@@ -191,9 +193,17 @@ class Log:
     # -- offsets ------------------------------------------------------------------------------------------------
 
     @property
+    def _log_end_offset(self) -> int:
+        return self._end[0]
+
+    def _publish_end(self, log_end_offset: int) -> None:
+        active = self.segments.active_segment
+        self._end = (log_end_offset, active.base_offset, active.size)
+
+    @property
     def log_end_offset(self) -> int:
         """Next offset to be assigned. O(1)."""
-        return self._log_end_offset
+        return self._end[0]
 
     @property
     def log_start_offset(self) -> int:
@@ -351,6 +361,12 @@ class Log:
                     )
                 next_offset = batch.last_offset + 1
                 stamped.append(batch)
+            if stamped[-1].last_offset - stamped[0].base_offset > _INT32_MAX:
+                # No segment can hold it; refused before a roll could leave an empty segment above the log end.
+                raise InvalidRecordError(
+                    f"{self.topic_partition}: offsets {stamped[0].base_offset}..{stamped[-1].last_offset} of one "
+                    "append do not fit one segment (32-bit relative offsets)"
+                )
             # Producer state is checked before anything is written (duplicates, sequences, epochs).
             infos = []
             completed = []
@@ -392,7 +408,7 @@ class Log:
                 if ended.is_aborted:
                     segment.append_aborted_txn(AbortedTxn(ended.producer_id, ended.first_offset, ended.last_offset, lso))
                 self.producer_state.complete_txn(ended)
-            self._log_end_offset = last.last_offset + 1
+            self._publish_end(last.last_offset + 1)
             self.producer_state.update_map_end_offset(self._log_end_offset)
             if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
                 self.flush(self._log_end_offset)
@@ -455,6 +471,7 @@ class Log:
             active.on_become_inactive_segment()
             segment = self._new_segment(new_offset)
             self.segments.add(segment)
+            self._publish_end(self._log_end_offset)
             self.producer_state.update_map_end_offset(new_offset)
             self.producer_state.take_snapshot(sync=False)
             self._run_async(lambda: self.flush_up_to_segment(new_offset))
@@ -529,12 +546,14 @@ class Log:
         ``min_one_message``), never past the isolation bound (high watermark, last stable offset or log end) or
         ``max_offset``. read_committed also returns the aborted transactions overlapping the result. Raises
         :class:`OffsetOutOfRangeError` outside ``[log_start_offset, log_end_offset]``. O(log n + bytes)."""
-        log_end = self._log_end_offset
-        bound = {
-            Isolation.LOG_END: log_end,
-            Isolation.READ_UNCOMMITTED: self.high_watermark,
-            Isolation.READ_COMMITTED: self.last_stable_offset,
-        }[isolation]
+        end = self._end
+        log_end = end[0]
+        if isolation is Isolation.LOG_END:
+            bound = log_end
+        elif isolation is Isolation.READ_UNCOMMITTED:
+            bound = min(self.high_watermark, log_end)
+        else:
+            bound = min(self.last_stable_offset, log_end)
         if max_offset is not None:
             bound = min(bound, max_offset)
         if start_offset < self._log_start_offset or start_offset > log_end:
@@ -551,7 +570,7 @@ class Log:
                     # Deleted (and closed) between lookup and hold: retry from the current start.
                     segment = self.segments.floor_segment(max(start_offset, self._log_start_offset))
                     continue
-                max_position = self._position_of(segment, bound)
+                max_position = self._position_of(segment, bound, end)
                 fetch = segment.read(start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message)
                 if fetch is not None:
                     data = segment.read_bytes(fetch) if fetch.size else b""
@@ -562,10 +581,14 @@ class Log:
             segment = self.segments.higher_segment(segment.base_offset)
         return empty
 
-    def _position_of(self, segment: LogSegment, bound: int) -> int:
-        """Byte position in ``segment`` where batches at or beyond ``bound`` begin (its size if none)."""
-        if bound >= self._log_end_offset:
-            return segment.size
+    def _position_of(self, segment: LogSegment, bound: int, end: tuple[int, int, int]) -> int:
+        """Byte position in ``segment`` where batches at or beyond ``bound`` begin, given the published ``end``
+        (bytes past the published log end are an append in progress and never served)."""
+        log_end, end_base, end_position = end
+        if segment.base_offset > end_base:
+            return 0
+        if bound >= log_end:
+            return end_position if segment.base_offset == end_base else segment.size
         found = segment.translate_offset(bound)
         if found is None:
             return segment.size
@@ -603,10 +626,15 @@ class Log:
                     best = (segment.shallow_offset_of_max_timestamp_so_far, ts)
             return best
         for segment in self.segments.values():
-            if segment.largest_timestamp() < timestamp:
-                continue
             with self.readers.hold(segment):
                 if segment.log.closed:
+                    continue
+                try:
+                    newest = segment.largest_timestamp()
+                except FileNotFoundError:
+                    # Its mtime fallback stats the file by name: renamed or unlinked by a concurrent deletion.
+                    continue
+                if newest < timestamp:
                     continue
                 found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
             if found is not None:
@@ -632,7 +660,7 @@ class Log:
             doomed = [s for s in self.segments.values() if s.base_offset > target_offset]
             self._remove_and_delete(doomed, reason="truncation")
             self.segments.active_segment.truncate_to(target_offset)
-            self._log_end_offset = self.segments.active_segment.read_next_offset()
+            self._publish_end(self.segments.active_segment.read_next_offset())
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
             if self._high_watermark is not None:
@@ -648,7 +676,7 @@ class Log:
         with self._lock:
             self._ensure_writable()
             self._remove_and_delete(self.segments.values(), reason="full truncation", roll_to=new_offset)
-            self._log_end_offset = new_offset
+            self._publish_end(new_offset)
             self._log_start_offset = new_offset
             self._recovery_point = new_offset
             self._high_watermark = None if self._high_watermark is None else new_offset
@@ -674,10 +702,12 @@ class Log:
 
     def snapshot(self) -> LogSnapshot:
         """What the pure retention policies see of this log. O(segments)."""
-        segments = tuple(
-            SegmentInfo(s.base_offset, s.size, s.largest_timestamp(), s.size == 0) for s in self.segments.values()
-        )
-        return LogSnapshot(segments, self._log_end_offset, self._log_start_offset, self.high_watermark)
+        # Under the lock: largest_timestamp() may stat a segment's file, which truncation or retention renames.
+        with self._lock:
+            segments = tuple(
+                SegmentInfo(s.base_offset, s.size, s.largest_timestamp(), s.size == 0) for s in self.segments.values()
+            )
+            return LogSnapshot(segments, self._log_end_offset, self._log_start_offset, self.high_watermark)
 
     def plan_retention(self, now_ms: int, *, time_rule_allowed: bool = True) -> RetentionPlan:
         """The deletions ``delete_old_segments`` would make now, without making them. O(segments)."""
@@ -717,21 +747,16 @@ class Log:
         """Kafka's deletion order: remove from the map, rename files to ``.deleted`` (with the segment's producer
         snapshot), schedule the physical deletion after ``file.delete.delay.ms``."""
         doomed = list(doomed)
-        if roll_to is not None:
-            for segment in doomed:
-                self.segments.remove(segment.base_offset)
-            self.segments.add(self._new_segment(roll_to))
-        else:
-            for segment in doomed:
-                self.segments.remove(segment.base_offset)
         for segment in doomed:
+            self.segments.remove(segment.base_offset)
             segment.rename_to_deleted()
-            snapshot = producer_snapshot_file(self.dir, segment.base_offset)
-            extra: tuple[Path, ...] = ()
-            if snapshot.exists():
-                deleted_snapshot = snapshot.with_name(snapshot.name + DELETED_SUFFIX)
-                os.replace(snapshot, deleted_snapshot)
-                extra = (deleted_snapshot,)
+        if roll_to is not None:
+            # Only after the renames: the new segment may take the base offset (and file names) of a doomed one.
+            self.segments.add(self._new_segment(roll_to))
+        for segment in doomed:
+            # Through the manager, so it stops listing the snapshot (Kafka's removeAndMarkSnapshotForDeletion).
+            snapshot = self.producer_state.rename_snapshot_to_deleted(segment.base_offset)
+            extra = () if snapshot is None else (snapshot,)
             self.deleter.schedule(segment, self.config.file_delete_delay_ms, extra)
             logger.info(
                 "%s scheduled deletion of segment %d (%d bytes, %s)", self.topic_partition, segment.base_offset,

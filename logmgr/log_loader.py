@@ -92,6 +92,8 @@ def load_log(
         stats.actions.append(f"every segment ends below the log start offset {log_start_offset}: deleted")
         for segment in segments.clear():
             segment.delete()
+        # Kafka's clearAndFlush: the epochs of offsets that no longer exist say nothing about the new log.
+        leader_epochs.clear()
     if segments.is_empty():
         base = 0 if is_deleted_dir else log_start_offset
         segments.add(_open_segment(partition_dir, base, config, clock, create=True))
@@ -296,12 +298,23 @@ class _LoadContext:
         return truncated
 
 
+def _offsets_to_snapshot(segments: LogSegments, last_offset: int) -> set[int]:
+    """Kafka's ``offsetsToSnapshot``: the base offsets of the last two segments and ``last_offset``."""
+    last = segments.active_segment
+    before_last = segments.lower_segment(last.base_offset)
+    return {last.base_offset, last_offset} | ({before_last.base_offset} if before_last is not None else set())
+
+
 def rebuild_state_to(
     segments: LogSegments, producer_state: ProducerStateManager, offset: int, log_start_offset: int
 ) -> None:
-    """Producer state as of ``offset``: reload the newest snapshot at or below it, replay the batches after."""
+    """Producer state as of ``offset`` (Kafka's ``rebuildProducerState`` before a segment's recovery): reload the
+    newest snapshot at or below it, replay the batches after, snapshotting at the base offsets of the last two
+    segments and at ``offset`` so later recoveries and truncations start close by. O(bytes replayed)."""
     producer_state.truncate_and_reload(log_start_offset, offset)
-    _replay(segments, producer_state, offset, log_start_offset, snapshot_at=())
+    _replay(segments, producer_state, offset, log_start_offset, snapshot_at=_offsets_to_snapshot(segments, offset))
+    producer_state.update_map_end_offset(offset)
+    producer_state.take_snapshot(sync=True)
 
 
 def rebuild_producer_state(log: Log, last_offset: int, *, reload_from_clean_shutdown: bool = False) -> None:
@@ -310,9 +323,7 @@ def rebuild_producer_state(log: Log, last_offset: int, *, reload_from_clean_shut
     base offsets of the last two segments and at ``last_offset``."""
     state = log.producer_state
     segments = log.segments
-    last_base = segments.active_segment.base_offset
-    before_last = segments.lower_segment(last_base)
-    to_snapshot = {last_base, last_offset} | ({before_last.base_offset} if before_last is not None else set())
+    to_snapshot = _offsets_to_snapshot(segments, last_offset)
     if state.latest_snapshot_offset() is None and reload_from_clean_shutdown:
         for offset in sorted(to_snapshot):
             state.update_map_end_offset(offset)
@@ -330,7 +341,7 @@ def _replay(
     last_offset: int,
     log_start_offset: int,
     *,
-    snapshot_at: set[int] | tuple[()],
+    snapshot_at: set[int],
 ) -> None:
     if last_offset <= state.map_end_offset:
         return

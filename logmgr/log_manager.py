@@ -163,14 +163,16 @@ class LogManager:
                 raise LogmgrError("the log manager is already started")
             locked: list[LogDir] = []
             try:
+                # Every dir is locked before any marker is touched: a dir another process holds must not cost the
+                # others their clean-shutdown marker (and a full recovery at the next start).
                 for raw in self.broker.log_dirs:
                     path = Path(raw)
                     path.mkdir(parents=True, exist_ok=True)
-                    lock = LogDirLock(path)
-                    had_clean = CleanShutdownMarker.exists(path)
+                    locked.append(LogDir(path.resolve(), LogDirLock(path), LogDirState(), False))
+                for log_dir in locked:
+                    log_dir.had_clean_shutdown = CleanShutdownMarker.exists(log_dir.path)
                     # Kafka removes the marker before loading: a crash during the load must count as unclean.
-                    CleanShutdownMarker.remove(path)
-                    locked.append(LogDir(path.resolve(), lock, LogDirState(), had_clean))
+                    CleanShutdownMarker.remove(log_dir.path)
                 for log_dir in locked:
                     self._dirs[log_dir.path] = log_dir
                 self._load_all()
@@ -289,7 +291,11 @@ class LogManager:
         with self._lock:
             if not self._started:
                 return
-            self.scheduler.shutdown(wait=True)
+        # Not under the manager's lock: a running job may need it to finish, and the shutdown waits for the job.
+        self.scheduler.shutdown(wait=True)
+        with self._lock:
+            if not self._started:
+                return
             for log_dir in self._dirs.values():
                 clean = log_dir.loaded_all and not log_dir.state.offline
                 for log in log_dir.logs.values():
@@ -342,7 +348,10 @@ class LogManager:
             if existing is not None:
                 return existing
             if config_overrides:
-                self.topic_overrides.setdefault(topic, {}).update(config_overrides)
+                merged = {**self.topic_overrides.get(topic, {}), **config_overrides}
+                # Validated before it is kept: a refused override must not break the topic's later creations.
+                self.broker.effective_log_config(topic, {topic: merged})
+                self.topic_overrides[topic] = merged
             candidates = [d for d in self._dirs.values() if not d.state.offline]
             if not candidates:
                 raise KafkaStorageError("no online log dir to create the log in")
@@ -405,12 +414,15 @@ class LogManager:
         for log_dir in dirs:
             if log_dir.state.offline:
                 continue
-            logs = {tp: log for tp, log in log_dir.logs.items() if log.config.delete and not log.config.compact}
+            # Kafka runs deleteOldSegments on every non-compacted log (only the start-offset rule without
+            # `delete`); the space-management policies touch `delete` logs only.
+            retained = {tp: log for tp, log in log_dir.logs.items() if not log.config.compact}
+            logs = {tp: log for tp, log in retained.items() if log.config.delete}
             self._apply_disk_pressure(log_dir, logs, report)
             if manual:
                 snapshots = {tp: log.snapshot() for tp, log in logs.items()}
                 self._apply(logs, plan_manual_cleanup(snapshots, manual), report)
-            for tp, log in logs.items():
+            for tp, log in retained.items():
                 try:
                     plan = log.delete_old_segments(time_rule_allowed=time_rule_allowed)
                 except KafkaStorageError as err:
@@ -432,10 +444,11 @@ class LogManager:
         now = self.clock.time_ms()
         time_rule_allowed = in_delete_window(now, self.broker.delete_when, None)
         for log_dir in self.log_dirs():
-            logs = {tp: log for tp, log in log_dir.logs.items() if log.config.delete and not log.config.compact}
+            retained = {tp: log for tp, log in log_dir.logs.items() if not log.config.compact}
+            logs = {tp: log for tp, log in retained.items() if log.config.delete}
             for tp, deletion in self._disk_pressure_plan(log_dir, logs):
                 report.add(tp, [deletion])
-            for tp, log in logs.items():
+            for tp, log in retained.items():
                 plan = log.plan_retention(now, time_rule_allowed=time_rule_allowed)
                 report.add(tp, plan.deletions)
                 if plan.roll_first:
@@ -466,7 +479,7 @@ class LogManager:
 
     def _update_disk_state(self, log_dir: LogDir) -> None:
         clean, warn = self.broker.disk_usage_clean_ratio, self.broker.disk_usage_warn_ratio
-        if clean is None or warn is None:
+        if warn is None:
             log_dir.state.full = False
             return
         used, total = self._disk_usage(log_dir.path)

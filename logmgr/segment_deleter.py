@@ -11,7 +11,8 @@ that, from RocketMQ:
   segments does not turn into a burst of disk I/O.
 
 Locks: :class:`SegmentReaders` has one lock for the hold counts; :class:`SegmentDeleter` has one for its queue.
-Neither is held while files are unlinked or closed.
+Neither is held while files are unlinked. A deleted segment is closed under the readers' lock (a few syscalls), so a
+reader cannot take it between the check that nobody holds it and the close: it finds it closed and looks again.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ class SegmentReaders:
         try:
             yield segment
         finally:
-            to_close = None
             with self._lock:
                 remaining = self._counts[key] - 1
                 if remaining:
@@ -55,8 +55,8 @@ class SegmentReaders:
                 else:
                     del self._counts[key]
                     to_close = self._close_on_release.pop(key, None)
-            if to_close is not None:
-                to_close.close()
+                    if to_close is not None:
+                        _close_unlinked(to_close)
 
     def readers(self, segment: LogSegment) -> int:
         """How many readers hold ``segment`` now. O(1)."""
@@ -64,13 +64,23 @@ class SegmentReaders:
             return self._counts.get(id(segment), 0)
 
     def close_when_released(self, segment: LogSegment) -> bool:
-        """Arrange for ``segment`` to be closed by its last reader; False (caller closes) when nobody holds it.
-        O(1)."""
+        """Close ``segment``, whose files are already unlinked, now if nobody holds it, else when its last reader
+        releases it; returns whether the close was deferred. O(1)."""
         with self._lock:
             if self._counts.get(id(segment), 0) == 0:
+                _close_unlinked(segment)
                 return False
             self._close_on_release[id(segment)] = segment
             return True
+
+
+def _close_unlinked(segment: LogSegment) -> None:
+    """Close a segment whose files are unlinked. ``LogSegment.close`` would trim the indexes, which reopens them by
+    name; an index's ``delete`` unmaps it without trimming (its name is already gone)."""
+    segment.offset_index.delete()
+    segment.time_index.delete()
+    segment.txn_index.close()
+    segment.log.close()
 
 
 @dataclass(slots=True)
@@ -155,18 +165,15 @@ class SegmentDeleter:
             files = entry.files
             for path in files:
                 path.unlink(missing_ok=True)
-            if held:
-                run.forced += 1
-                if not self._readers.close_when_released(entry.segment):
-                    entry.segment.close()
-            else:
-                entry.segment.close()
+            # A reader may have taken the segment since the check above: its release then closes it.
+            still_read = self._readers.close_when_released(entry.segment)
+            run.forced += int(still_read)
             with self._lock:
                 self._pending.remove(entry)
             run.deleted_segments += 1
             run.deleted_bytes += entry.size
             run.files.extend(files)
-            logger.info("deleted %s (%d bytes)%s", files[0], entry.size, " while still read" if held else "")
+            logger.info("deleted %s (%d bytes)%s", files[0], entry.size, " while still read" if still_read else "")
         return run
 
     def _check(self) -> None:

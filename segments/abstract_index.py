@@ -255,7 +255,8 @@ class AbstractIndex(ABC, Generic[EntryT]):
             raise ValueError(
                 f"{self._path}: cannot resize to {rounded} bytes below {self._entries} valid entries"
             )
-        self._unmap()
+        # The old mapping is replaced, not closed: a reader that fetched it mid-lookup keeps a valid view of the
+        # entries (which lie inside both lengths) and it is unmapped when the last reference goes away.
         fd = os.open(self._path, os.O_RDWR)
         try:
             os.ftruncate(fd, rounded)

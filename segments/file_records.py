@@ -27,6 +27,8 @@ from segments.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, DefaultRecor
 
 _PREFIX = struct.Struct(">qi")
 _WINDOW = 8 * 1024 * 1024
+# Lookups usually need one batch: the first read is small and each refill doubles, up to _WINDOW for long walks.
+_FIRST_WINDOW = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -77,17 +79,20 @@ def walk_batches(
 ) -> Iterator[FileBatch]:
     """Kafka's batch iteration over bytes ``[start, limit)`` fetched through ``read(position, size)``.
 
-    ``read`` is called for large windows, so a file is read in a few big ``pread`` calls. Raises
+    ``read`` is called for windows that start at 64 KiB and double up to 8 MiB, so a lookup reads little and a
+    long walk reads the file in a few big ``pread`` calls. Raises
     :class:`CorruptRecordError` for a size below the minimum overhead and :class:`RecordTooLargeError` for a
     declared size above ``max_batch_size`` when one is given. O(bytes).
     """
     position = start
     window: bytes | memoryview = b""
     window_start = position
+    window_size = _FIRST_WINDOW // 2
     # Kafka's FileLogInputStream stops unless *more* than 17 bytes remain.
     while limit - position > HEADER_SIZE_UP_TO_MAGIC:
         if position + HEADER_SIZE_UP_TO_MAGIC > window_start + len(window):
-            window = read(position, min(_WINDOW, limit - position))
+            window_size = min(window_size * 2, _WINDOW)
+            window = read(position, min(window_size, limit - position))
             window_start = position
             if len(window) < HEADER_SIZE_UP_TO_MAGIC:
                 return
@@ -109,7 +114,8 @@ def walk_batches(
         if position + total > limit:
             return
         if local + total > len(window):
-            window = read(position, max(min(_WINDOW, limit - position), total))
+            window_size = min(window_size * 2, _WINDOW)
+            window = read(position, max(min(window_size, limit - position), total))
             window_start = position
             local = 0
             if len(window) < total:

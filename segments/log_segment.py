@@ -435,7 +435,8 @@ class LogSegment:
             self.created_ms = int(self._clock() * 1000)
             self.rolling_based_timestamp = None
         self._bytes_since_last_index_entry = 0
-        self._max_timestamp_and_offset = None
+        # Kafka re-reads the max only if one was known; it comes from the last time-index entry left plus a scan
+        # of the batches after it (the time index may have lost every entry to the truncation).
         if self.max_timestamp_so_far >= 0:
             self._max_timestamp_and_offset = self._read_largest_timestamp()
         return removed

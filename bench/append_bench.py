@@ -1,0 +1,331 @@
+"""Append throughput of a partition log: pre-built batches next to raw ``os.write`` of the same bytes, and
+records next to the format layer's encode rate.
+
+Batches: ``--append-mib`` MiB (default 512, 64 with ``--quick``) of pre-built 16,873-byte batches (140 records of
+100-byte values, each with its own timestamps, as the segment benchmarks generate them) are appended one per call
+with ``Log.append_as_leader`` to a new log (Kafka's defaults: 1 GiB ``segment.bytes``, so one segment at the
+default size). The peer writes the very same ``bytes`` objects with one ``os.write`` each to a new file in the
+same directory. Neither fsyncs per append; each pass then ends with one fsync (``Log.flush()`` / ``os.fsync``),
+timed separately, so the table has a row with and without it.
+
+Records: ``--record-batches`` calls (default 500, 50 with ``--quick``) of ``Log.append_records`` with 1000 records
+each (10-byte keys, 100-byte log-like values, increasing timestamps, no headers), no fsync. The ceiling is the
+format layer's encode of the same records, ``build_batch``, timed in the same run; a second reference row adds
+``DefaultRecordBatch.records()`` over the result (the decode ``Log.append_as_leader`` validates each batch with).
+
+Every pass starts from an empty directory; the log end offset is checked after each. Best of ``--repeats``.
+
+Run: ``.venv/bin/python bench/append_bench.py [--append-mib N | --quick] [--record-batches N] [--repeats R]
+[--profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import record_codec
+from _common import (
+    MIB,
+    SEGMENT_RECORDS_PER_BATCH,
+    add_common_args,
+    best_of,
+    fresh_dir,
+    mb_per_s,
+    profile,
+    repeats,
+    segment_templates,
+    shown,
+    stamped_batch,
+    table,
+)
+
+from logmgr.config import LogConfig
+from logmgr.log import Log
+from logmgr.log_loader import load_log
+from segments.records import DefaultRecordBatch, SimpleRecord, build_batch
+
+DEFAULT_APPEND_MIB = 512
+QUICK_APPEND_MIB = 64
+DEFAULT_RECORD_BATCHES = 500
+QUICK_RECORD_BATCHES = 50
+PARTITION = "bench-0"
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    """The append benchmark's own options (run_all takes them too). O(1)."""
+    parser.add_argument(
+        "--append-mib",
+        type=int,
+        default=None,
+        help=f"MiB of batches appended per pass (default {DEFAULT_APPEND_MIB}, {QUICK_APPEND_MIB} with --quick)",
+    )
+    parser.add_argument(
+        "--record-batches",
+        type=int,
+        default=None,
+        help=f"append_records calls of 1000 records (default {DEFAULT_RECORD_BATCHES}, "
+        f"{QUICK_RECORD_BATCHES} with --quick)",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """Best seconds of a pass without and with its final fsync."""
+
+    write_s: float
+    with_fsync_s: float
+
+
+def new_log(scratch: Path) -> Log:
+    """An empty log ``bench-0`` in a fresh ``scratch`` with Kafka's default topic config. O(1)."""
+    return load_log(fresh_dir(scratch) / PARTITION, LogConfig())
+
+
+def append_batches(scratch: Path, batches: Sequence[bytes]) -> tuple[float, float, int]:
+    """Append every batch with one ``append_as_leader`` call each, then ``flush()``; returns (append seconds,
+    flush seconds, log end offset). O(size)."""
+    log = new_log(scratch)
+    try:
+        append = log.append_as_leader
+        started = time.perf_counter()
+        for batch in batches:
+            append(batch)
+        appended = time.perf_counter()
+        log.flush()
+        return appended - started, time.perf_counter() - appended, log.log_end_offset
+    finally:
+        log.close()
+
+
+def write_raw(scratch: Path, batches: Sequence[bytes]) -> tuple[float, float, int]:
+    """``os.write`` every batch to a new file, then ``os.fsync``; returns (write seconds, fsync seconds, bytes).
+    O(size)."""
+    path = fresh_dir(scratch) / "raw.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write = os.write
+        written = 0
+        started = time.perf_counter()
+        for batch in batches:
+            written += write(fd, batch)
+        wrote = time.perf_counter()
+        os.fsync(fd)
+        return wrote - started, time.perf_counter() - wrote, written
+    finally:
+        os.close(fd)
+
+
+def append_records(scratch: Path, calls: Sequence[Sequence[SimpleRecord]]) -> tuple[float, int]:
+    """One ``append_records`` per list, no fsync; returns (seconds, log end offset). O(records)."""
+    log = new_log(scratch)
+    try:
+        append = log.append_records
+        started = time.perf_counter()
+        for records in calls:
+            append(records)
+        return time.perf_counter() - started, log.log_end_offset
+    finally:
+        log.close()
+
+
+def encode_only(calls: Sequence[Sequence[SimpleRecord]]) -> int:
+    """``build_batch`` of every list; returns the bytes built. O(records)."""
+    return sum(len(build_batch(records)) for records in calls)
+
+
+def encode_and_decode(calls: Sequence[Sequence[SimpleRecord]]) -> int:
+    """``build_batch`` then ``DefaultRecordBatch.records()`` of every list; returns the records decoded.
+    O(records)."""
+    return sum(len(DefaultRecordBatch(build_batch(records)).records()) for records in calls)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Best-of timings of the batch and record append passes and their references."""
+
+    runs: int
+    batch_bytes: int
+    batch_count: int
+    batch_size: int
+    raw: Timed
+    log: Timed
+    record_calls: int
+    records_per_call: int
+    record_bytes: int
+    append_records_s: float
+    encode_s: float
+    encode_decode_s: float
+    scratch: Path
+
+    @property
+    def records(self) -> int:
+        return self.record_calls * self.records_per_call
+
+    @property
+    def ratio_log_to_raw(self) -> float:
+        """Log append throughput over raw write throughput (no fsync): 1.0 would be free bookkeeping."""
+        return self.raw.write_s / self.log.write_s
+
+    @property
+    def ratio_records_to_encode(self) -> float:
+        """append_records rate over build_batch rate: 1.0 would be appending for free on top of encoding."""
+        return self.encode_s / self.append_records_s
+
+    def report(self) -> str:
+        """Both tables, as printed. O(1)."""
+        size = self.batch_bytes
+        batch_rows = []
+        for name, seconds in (
+            ("raw os.write per batch, no fsync", self.raw.write_s),
+            ("raw os.write per batch + final fsync", self.raw.with_fsync_s),
+            ("Log.append_as_leader per batch, no fsync", self.log.write_s),
+            ("Log.append_as_leader per batch + final Log.flush()", self.log.with_fsync_s),
+        ):
+            batch_rows.append(
+                [
+                    name,
+                    f"{seconds:.3f}",
+                    f"{mb_per_s(size, seconds):,.0f}",
+                    f"{self.batch_count / seconds:,.0f}",
+                    f"{seconds / self.batch_count * 1e6:,.1f}",
+                    f"{self.raw.write_s / seconds:.3f}",
+                ]
+            )
+        overhead_us = (self.log.write_s - self.raw.write_s) / self.batch_count * 1e6
+        record_rows = []
+        for name, seconds in (
+            ("ceiling: build_batch (encode only)", self.encode_s),
+            ("reference: build_batch + DefaultRecordBatch.records()", self.encode_decode_s),
+            ("Log.append_records, no fsync", self.append_records_s),
+        ):
+            record_rows.append(
+                [
+                    name,
+                    f"{seconds:.3f}",
+                    f"{self.records / seconds:,.0f}",
+                    f"{mb_per_s(self.record_bytes, seconds):,.0f}",
+                    f"{self.encode_s / seconds:.3f}",
+                ]
+            )
+        return "\n".join(
+            [
+                f"batches: {self.batch_count:,} pre-built batches of {self.batch_size:,} bytes = "
+                f"{size / MIB:,.0f} MiB per pass, one append (or os.write) per batch, into a new directory under "
+                f"{shown(self.scratch)}; no fsync per append; best of {self.runs} runs; MB = 10^6 bytes",
+                "",
+                table(["pass", "seconds", "MB/s", "batches/s", "us / batch", "x raw write"], batch_rows),
+                "",
+                f"ratio Log.append_as_leader / raw os.write (no fsync) = {self.ratio_log_to_raw:.3f}; "
+                f"log overhead {overhead_us:,.1f} us per batch",
+                "",
+                f"records: {self.record_calls:,} calls x {self.records_per_call:,} records (10-byte keys, "
+                f"100-byte values) = {self.records:,} records, {self.record_bytes / 1e6:,.1f} MB as batches; "
+                "no fsync",
+                "",
+                table(["pass", "seconds", "records/s", "MB/s", "x build_batch"], record_rows),
+                "",
+                f"ratio Log.append_records / build_batch = {self.ratio_records_to_encode:.3f}",
+            ]
+        )
+
+    def summary(self) -> str:
+        """One line for run_all. O(1)."""
+        return (
+            f"append batches: {mb_per_s(self.batch_bytes, self.log.write_s):,.0f} MB/s, raw os.write "
+            f"{mb_per_s(self.batch_bytes, self.raw.write_s):,.0f} MB/s, log/raw = {self.ratio_log_to_raw:.3f}; "
+            f"append_records {self.records / self.append_records_s:,.0f} rec/s, build_batch "
+            f"{self.records / self.encode_s:,.0f} rec/s, log/encode = {self.ratio_records_to_encode:.3f}"
+        )
+
+
+def record_calls(calls: int) -> list[list[SimpleRecord]]:
+    """``calls`` lists of 1000 records, the record codec benchmark's data. O(records)."""
+    return [
+        [SimpleRecord(value, key, timestamp) for key, value, timestamp, _ in items]
+        for items in record_codec.make_items(calls)
+    ]
+
+
+def measure(append_mib: int, calls: int, runs: int, scratch: Path) -> AppendResult:
+    """Build the inputs, then time raw writes and log appends alternately, then the record passes.
+    O(runs * size)."""
+    templates = segment_templates()
+    batch_size = len(templates[0])
+    count = max(1, append_mib * MIB // batch_size)
+    batches = [bytes(stamped_batch(templates, n)) for n in range(count)]
+    size = count * batch_size
+    expected_end = count * SEGMENT_RECORDS_PER_BATCH
+    raw_best = log_best = Timed(float("inf"), float("inf"))
+    for _ in range(runs):
+        write_s, fsync_s, written = write_raw(scratch, batches)
+        if written != size:
+            raise AssertionError(f"raw write wrote {written} bytes, expected {size}")
+        raw_best = Timed(min(raw_best.write_s, write_s), min(raw_best.with_fsync_s, write_s + fsync_s))
+        append_s, flush_s, end = append_batches(scratch, batches)
+        if end != expected_end:
+            raise AssertionError(f"log end offset {end} after appending, expected {expected_end}")
+        log_best = Timed(min(log_best.write_s, append_s), min(log_best.with_fsync_s, append_s + flush_s))
+    del batches
+    lists = record_calls(calls)
+    per_call = len(lists[0])
+    record_bytes = encode_only(lists)
+    encode_s, _ = best_of(lambda: encode_only(lists), runs)
+    encode_decode_s, decoded = best_of(lambda: encode_and_decode(lists), runs)
+    if decoded != calls * per_call:
+        raise AssertionError(f"decoded {decoded} records, expected {calls * per_call}")
+    append_s = float("inf")
+    for _ in range(runs):
+        seconds, end = append_records(scratch, lists)
+        if end != calls * per_call:
+            raise AssertionError(f"log end offset {end} after append_records, expected {calls * per_call}")
+        append_s = min(append_s, seconds)
+    fresh_dir(scratch).rmdir()
+    return AppendResult(
+        runs,
+        size,
+        count,
+        batch_size,
+        raw_best,
+        log_best,
+        calls,
+        per_call,
+        record_bytes,
+        append_s,
+        encode_s,
+        encode_decode_s,
+        scratch,
+    )
+
+
+def run(args: argparse.Namespace) -> AppendResult:
+    """Measure and print the report. O(runs * size)."""
+    append_mib = args.append_mib or (QUICK_APPEND_MIB if args.quick else DEFAULT_APPEND_MIB)
+    calls = args.record_batches or (QUICK_RECORD_BATCHES if args.quick else DEFAULT_RECORD_BATCHES)
+    if append_mib < 1 or calls < 1:
+        raise SystemExit("--append-mib and --record-batches must be at least 1")
+    scratch = args.data_dir / "append-run"
+    result = measure(append_mib, calls, repeats(args, 3), scratch)
+    print(result.report())
+    if args.profile:
+        templates = segment_templates()
+        sample = [bytes(stamped_batch(templates, n)) for n in range(min(2000, result.batch_count))]
+        print(profile(lambda: append_batches(scratch, sample)))
+        fresh_dir(scratch).rmdir()
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point. O(runs * size)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(parser, sized=False)
+    add_args(parser)
+    run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,365 @@
+"""Readers iterate a log while the writer rolls and cleanup deletes segments under them.
+
+The stress test: one writer appends (4 KiB segments: it rolls every few appends), four readers each hold a
+position and read forward with :meth:`Log.read` (two keep up with the tail, two lag so they live in the oldest
+segments, the ones being deleted), and a cleaner thread runs ``cleanup_logs`` + ``delete_logs`` in a loop with a
+small ``retention.bytes`` and no deletion delay, so segments are removed from the map, renamed and unlinked while
+readers are inside them. A reader below the log start gets :class:`OffsetOutOfRangeError` and jumps to the new
+start (expected). Asserted: no reader ever hits a closed file or index, every record served is the one its offset
+determines and lies below the log end, each reader's offsets strictly increase, and every scheduled deletion
+completes once the readers stop.
+
+The other tests pin each race the stress test can hit to one deterministic (or quickly reproduced) interleaving.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from logmgr.config import BrokerConfig
+from logmgr.errors import OffsetOutOfRangeError
+from logmgr.log import Isolation, Log
+from logmgr.log_manager import LogManager
+from logmgr.log_segments import LogSegments
+from segments.compression import CompressionType
+from segments.file_records import iter_batches
+from segments.log_segment import FetchSlice, LogSegment
+from segments.naming import DELETED_SUFFIX
+from segments.offset_index import OffsetIndex, OffsetPosition
+from segments.records import DefaultRecordBatch
+from tests.faults.crash_writer import headers_for, key_for, records_for, value_for
+
+SEED = 7
+RUN_SECONDS = 3.0
+READERS = 4
+SEGMENT_BYTES = 4 * 1024
+RETENTION_BYTES = 12 * 1024
+
+@dataclass(slots=True)
+class ReaderStats:
+    records: int = 0
+    reads: int = 0
+    jumps: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def fast_thread_switches() -> Iterator[None]:
+    """Switch threads ~25x more often than by default, so reads, rolls and deletions interleave finely."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(0.0002)
+    yield
+    sys.setswitchinterval(previous)
+
+
+def _start_manager(log_dir: Path) -> LogManager:
+    manager = LogManager(
+        BrokerConfig.from_properties(
+            {
+                "log.dirs": str(log_dir),
+                "log.segment.bytes": str(SEGMENT_BYTES),
+                "log.retention.bytes": str(RETENTION_BYTES),
+                "log.index.interval.bytes": "512",
+                "log.segment.delete.delay.ms": "0",
+                "logmgr.delete.force.after.ms": str(3_600_000),
+            }
+        )
+    )
+    manager.startup()
+    return manager
+
+
+def _served_offsets(log: Log, offset: int) -> list[int]:
+    return [r.offset for b in log.read(offset, 1 << 20, isolation=Isolation.LOG_END).batches() for r in b.records()]
+
+
+def _read_forward(log: Log, stop: threading.Event, rng: random.Random, stats: ReaderStats, *, lagging: bool) -> None:
+    """One reader: fetch from its position, check every record, advance; jump to the log start when deleted.
+    A lagging reader fetches little and pauses, so it stays in the oldest segments."""
+    position = log.log_start_offset
+    sizes = (256, 1024) if lagging else (512, 4096, 32 * 1024)
+    while not stop.is_set() and not stats.errors:
+        if lagging:
+            time.sleep(0.002)
+        try:
+            fetch = log.read(position, rng.choice(sizes), isolation=Isolation.READ_UNCOMMITTED)
+        except OffsetOutOfRangeError:
+            start = log.log_start_offset
+            if start <= position:
+                stats.errors.append(f"OffsetOutOfRangeError at {position} although the log starts at {start}")
+                return
+            position = start
+            stats.jumps += 1
+            continue
+        except Exception as err:
+            stats.errors.append(f"read at {position}: {type(err).__name__}: {err}")
+            return
+        stats.reads += 1
+        fetched_from = position
+        try:
+            for found in iter_batches(fetch.records):
+                batch = found.batch
+                assert isinstance(batch, DefaultRecordBatch)
+                batch.ensure_valid()
+                for record in batch.records():
+                    if record.offset < position:
+                        continue
+                    if record.offset != position:
+                        raise AssertionError(f"offset {position} expected, {record.offset} served")
+                    expected = (key_for(position), value_for(position), headers_for(position))
+                    if (record.key, record.value, record.headers) != expected:
+                        raise AssertionError(f"offset {position}: wrong key, value or headers")
+                    position += 1
+                    stats.records += 1
+        except Exception as err:
+            stats.errors.append(f"fetch from {fetched_from}: {type(err).__name__}: {err}")
+            return
+        end = log.log_end_offset
+        if position > end:
+            stats.errors.append(f"served offsets up to {position - 1} beyond the log end {end}")
+            return
+        if position == fetched_from:
+            time.sleep(0.0005)
+
+
+def _write(log: Log, stop: threading.Event, rng: random.Random, errors: list[str]) -> None:
+    codecs = list(CompressionType)
+    try:
+        while not stop.is_set():
+            start = log.log_end_offset
+            count = rng.randint(1, 16)
+            info = log.append_records(records_for(start, count), compression=rng.choice(codecs))
+            assert (info.first_offset, info.last_offset) == (start, start + count - 1)
+    except Exception as err:
+        errors.append(f"writer: {type(err).__name__}: {err}")
+
+
+def _clean(manager: LogManager, stop: threading.Event, counts: dict[str, int], errors: list[str]) -> None:
+    try:
+        while not stop.is_set():
+            report = manager.cleanup_logs()
+            counts["scheduled"] += sum(len(d) for d in report.deletions.values())
+            run = manager.delete_logs()
+            counts["deleted"] += run.deleted_segments
+            counts["deleted while read"] += run.forced
+            time.sleep(0.001)
+    except Exception as err:
+        errors.append(f"cleaner: {type(err).__name__}: {err}")
+
+
+@pytest.mark.usefixtures("fast_thread_switches")
+def test_readers_never_see_closed_files_while_cleanup_deletes_and_writer_rolls(tmp_path: Path) -> None:
+    manager = _start_manager(tmp_path / "data")
+    try:
+        log = manager.get_or_create_log("concurrency", 0)
+        stop = threading.Event()
+        rng = random.Random(SEED)
+        errors: list[str] = []
+        counts = {"scheduled": 0, "deleted": 0, "deleted while read": 0}
+        readers = [ReaderStats() for _ in range(READERS)]
+        threads = [
+            threading.Thread(target=_write, args=(log, stop, random.Random(rng.random()), errors), name="writer"),
+            threading.Thread(target=_clean, args=(manager, stop, counts, errors), name="cleaner"),
+            *(
+                threading.Thread(
+                    target=_read_forward,
+                    args=(log, stop, random.Random(rng.random()), stats),
+                    kwargs={"lagging": number % 2 == 1},
+                    name=f"reader-{number}",
+                )
+                for number, stats in enumerate(readers)
+            ),
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + RUN_SECONDS
+        while time.monotonic() < deadline and not errors and not any(s.errors for s in readers):
+            time.sleep(0.05)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+            assert not thread.is_alive(), f"{thread.name} did not stop"
+        problems = errors + [f"reader-{n}: {e}" for n, s in enumerate(readers) for e in s.errors]
+        assert not problems, "\n".join(problems)
+        final = manager.delete_logs()
+        assert not manager.deleter.pending(), f"deletions left after the readers stopped: {manager.deleter.pending()}"
+        assert not list(log.dir.glob(f"*{DELETED_SUFFIX}"))
+        log._check()
+        deleted = counts["deleted"] + final.deleted_segments
+        print(
+            f"\nconcurrency: log end {log.log_end_offset}, start {log.log_start_offset}, segments deleted {deleted} "
+            f"of {counts['scheduled']} scheduled ({counts['deleted while read']} while read), "
+            + ", ".join(f"reader-{n} {s.records} records/{s.reads} reads/{s.jumps} jumps" for n, s in enumerate(readers))
+        )
+        assert counts["scheduled"] > 10 and deleted == counts["scheduled"]
+        assert all(s.records > 0 for s in readers)
+        assert all(s.jumps > 0 for s in readers[1::2]), "the lagging readers never raced a deletion"
+    finally:
+        manager.shutdown()
+
+
+def test_cleanup_during_an_append_sees_a_consistent_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: cleanup took Log.snapshot() without the log lock and saw new bytes with the old log end."""
+    manager = _start_manager(tmp_path / "data")
+    try:
+        log = manager.get_or_create_log("t", 0)
+        file_records = log.active_segment.log
+        real_append = file_records.append
+        outcome: list[str] = []
+        cleaners: list[threading.Thread] = []
+
+        def cleanup() -> None:
+            try:
+                manager.cleanup_logs()
+                outcome.append("ok")
+            except Exception as err:
+                outcome.append(f"{type(err).__name__}: {err}")
+
+        def append_then_clean(data: bytes | memoryview) -> int:
+            position = real_append(data)
+            # The writer holds the log lock: the bytes are in the segment, the log end offset has not moved yet. A
+            # correct cleanup waits for the lock; the timeout lets the append finish either way.
+            cleaner = threading.Thread(target=cleanup)
+            cleaner.start()
+            cleaner.join(0.5)
+            cleaners.append(cleaner)
+            return position
+
+        monkeypatch.setattr(file_records, "append", append_then_clean)
+        log.append_records(records_for(0, 3))
+        for cleaner in cleaners:
+            cleaner.join(10)
+        assert outcome == ["ok"], f"cleanup_logs during an append: {outcome}"
+    finally:
+        manager.shutdown()
+
+
+@pytest.mark.usefixtures("fast_thread_switches")
+def test_index_lookups_survive_a_concurrent_trim(tmp_path: Path) -> None:
+    """Regression: AbstractIndex.resize unmapped the index before remapping it, failing concurrent lookups."""
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 64 * 1024)
+    for slot in range(200):
+        index.append(slot * 10, slot * 100)
+    stop = threading.Event()
+    errors: list[Exception] = []
+
+    def lookups() -> None:
+        while not stop.is_set():
+            try:
+                assert index.lookup(1005) == OffsetPosition(1000, 10_000)
+            except Exception as err:
+                errors.append(err)
+                return
+
+    reader = threading.Thread(target=lookups)
+    reader.start()
+    try:
+        for _ in range(2_000):
+            if errors:
+                break
+            # A roll trims the segment readers are reading; growing it back only repeats the window.
+            index.trim_to_valid_size()
+            index.resize(64 * 1024)
+    finally:
+        stop.set()
+        reader.join()
+        index.close()
+    if errors:
+        raise errors[0]
+
+
+def test_read_never_serves_an_append_in_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: reads at the log end were bounded by segment.size and served a batch still being appended."""
+    manager = _start_manager(tmp_path / "data")
+    try:
+        log = manager.get_or_create_log("t", 0)
+        log.append_records(records_for(0, 1))
+        file_records = log.active_segment.log
+        real_append = file_records.append
+        seen: list[tuple[list[int], int]] = []
+
+        def append_then_read(data: bytes | memoryview) -> int:
+            position = real_append(data)
+            # Readers take no log lock: one may run right after the writer's pwrite, before the log end moves.
+            seen.append((_served_offsets(log, 0), log.log_end_offset))
+            return position
+
+        monkeypatch.setattr(file_records, "append", append_then_read)
+        log.append_records(records_for(1, 2))
+        [(served, log_end)] = seen
+        assert served == list(range(log_end)), f"served {served} with the log end at {log_end}"
+    finally:
+        manager.shutdown()
+
+
+def test_reader_that_found_a_segment_before_its_deletion_reads_it_intact(tmp_path: Path) -> None:
+    """The deleter checks that nobody holds a due segment, then closes it; a reader that looked the segment up
+    before it left the map takes its hold in between. Events force exactly that order: the reader must still read
+    the bytes (Kafka's reader-safe deletion), not a closed descriptor."""
+    manager = _start_manager(tmp_path / "data")
+    try:
+        log = manager.get_or_create_log("t", 0)
+        log.append_records(records_for(0, 10))
+        old = log.active_segment
+        log.roll()
+        log.append_records(records_for(10, 1))
+        looked_up, checked, reading, closed = (threading.Event() for _ in range(4))
+        real_floor, real_readers, real_read = log.segments.floor_segment, manager.readers.readers, old.read
+
+        # Only the reader thread and the deleting (main) thread are stopped: the post-roll flush job looks
+        # segments up too.
+        def floor_segment(offset: int) -> LogSegment | None:
+            segment = real_floor(offset)
+            if threading.current_thread().name == "reader":
+                looked_up.set()
+                checked.wait(5)
+            return segment
+
+        def readers(segment: LogSegment) -> int:
+            count = real_readers(segment)
+            if threading.current_thread() is threading.main_thread():
+                checked.set()
+                reading.wait(5)
+            return count
+
+        def read(
+            start_offset: int, max_size: int, *, max_position: int | None = None, min_one_message: bool = False
+        ) -> FetchSlice | None:
+            if threading.current_thread().name == "reader":
+                reading.set()
+                closed.wait(5)
+            return real_read(start_offset, max_size, max_position=max_position, min_one_message=min_one_message)
+
+        segments: LogSegments = log.segments
+        segments.floor_segment = floor_segment  # type: ignore[method-assign]
+        manager.readers.readers = readers  # type: ignore[method-assign]
+        old.read = read  # type: ignore[method-assign]
+        result: list[object] = []
+
+        def reader() -> None:
+            try:
+                result.append(_served_offsets(log, 0))
+            except Exception as err:
+                result.append(err)
+
+        thread = threading.Thread(target=reader, name="reader")
+        thread.start()
+        assert looked_up.wait(5)
+        segments.floor_segment = real_floor  # type: ignore[method-assign]
+        log.apply_deletions([old.base_offset], False, reason="test")
+        manager.delete_logs()
+        closed.set()
+        thread.join(10)
+        assert all(e.is_set() for e in (checked, reading)), "the interleaving was not reached"
+        assert result == [list(range(10))]
+        assert not manager.deleter.pending()
+    finally:
+        manager.shutdown()
