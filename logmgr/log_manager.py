@@ -177,7 +177,12 @@ class LogManager:
                     self._dirs[log_dir.path] = log_dir
                 self._load_all()
             except BaseException:
+                # Leave nothing open or locked: the logs already loaded are closed (no checkpoint or marker is
+                # written, so the next start still treats the dirs as they were found).
                 for log_dir in locked:
+                    for log in log_dir.logs.values():
+                        log.close()
+                    log_dir.logs.clear()
                     log_dir.lock.release()
                 self._dirs.clear()
                 raise
