@@ -325,8 +325,7 @@ class Log:
                         f"{self.config.max_message_bytes}"
                     )
                 batch.ensure_valid()
-                if len(batch.records()) != batch.records_count:
-                    raise InvalidRecordError(f"{self.topic_partition}: record count does not match the batch")
+                batch.validate_record_framing()
                 batches.append(batch)
                 position = found.end_position
         except CorruptRecordError as err:

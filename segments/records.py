@@ -496,6 +496,34 @@ class DefaultRecordBatch(RecordBatch):
                 raise type(err)(err.message, position=RECORD_BATCH_OVERHEAD) from None
             raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
 
+    def validate_record_framing(self) -> None:
+        """Check that the records region (decompressed if needed) holds exactly ``records_count`` length-prefixed
+        records and nothing else, without decoding their fields: what an append must prove before the batch is
+        written. O(size) for decompression, O(records) otherwise. Raises :class:`CorruptRecordError`."""
+        if self._records_count < 0:
+            raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
+        compressed = self.compression is not CompressionType.NONE
+        region = self.decompressed_records_region()
+        end = len(region)
+        pos = 0
+        try:
+            for _ in range(self._records_count):
+                body_size, body_start = decode_varint(region, pos)
+                if body_size < 6 or body_start + body_size > end:
+                    raise CorruptRecordError(f"invalid record size {body_size}", position=pos)
+                pos = body_start + body_size
+        except CorruptRecordError as err:
+            if compressed:
+                raise CorruptRecordError(f"in decompressed records at offset {err.position}: {err.message}",
+                                         position=RECORD_BATCH_OVERHEAD) from None
+            raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
+        if pos != end:
+            where = RECORD_BATCH_OVERHEAD if compressed else RECORD_BATCH_OVERHEAD + pos
+            raise CorruptRecordError(
+                f"incorrect declared batch size, {end - pos} bytes remain after {self._records_count} records",
+                position=where,
+            )
+
     def records(self) -> list[Record]:
         """Decode every record (decompressing first). O(size).
 

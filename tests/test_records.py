@@ -5,6 +5,7 @@ The helpers :func:`patch_batch` and :data:`batch_like_bytes` are shared with ``t
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -833,3 +834,27 @@ def test_non_utf8_header_key_is_read_leniently_and_round_trips() -> None:
     rebuilt = build_batch([record.to_simple()])
     assert DefaultRecordBatch(rebuilt).records()[0].headers == record.headers
     assert region in rebuilt
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_record_framing_accepts_valid_batches_and_rejects_count_mismatches(codec: CompressionType) -> None:
+    batch = DefaultRecordBatch(build_batch(SAMPLE_RECORDS, compression=codec))
+    batch.validate_record_framing()
+    for change in (-1, 1):
+        wrong = DefaultRecordBatch(patch_batch(build_batch(SAMPLE_RECORDS, compression=codec), records_count=len(SAMPLE_RECORDS) + change))
+        with pytest.raises(CorruptRecordError) as info:
+            wrong.validate_record_framing()
+        assert info.value.position is not None and info.value.position >= RECORD_BATCH_OVERHEAD
+
+
+@settings(max_examples=200)
+@given(st.binary(max_size=80), st.integers(-2, 40))
+def test_record_framing_is_implied_by_a_successful_decode(region: bytes, count: int) -> None:
+    batch = DefaultRecordBatch(patch_batch(VALID_BATCHES[0], region=region, records_count=count))
+    try:
+        batch.records()
+    except CorruptRecordError:
+        with contextlib.suppress(CorruptRecordError):
+            batch.validate_record_framing()
+    else:
+        batch.validate_record_framing()
