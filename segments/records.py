@@ -508,10 +508,22 @@ class DefaultRecordBatch(RecordBatch):
         pos = 0
         try:
             for _ in range(self._records_count):
-                body_size, body_start = decode_varint(region, pos)
+                # Record lengths are one or two varint bytes almost always; those are decoded inline because
+                # this loop runs for every record of every append.
+                first = region[pos]
+                if first < 0x80:
+                    body_size, body_start = (first >> 1) ^ -(first & 1), pos + 1
+                elif pos + 1 < end and region[pos + 1] < 0x80:
+                    raw = (first & 0x7F) | (region[pos + 1] << 7)
+                    body_size, body_start = (raw >> 1) ^ -(raw & 1), pos + 2
+                else:
+                    body_size, body_start = decode_varint(region, pos)
                 if body_size < 6 or body_start + body_size > end:
                     raise CorruptRecordError(f"invalid record size {body_size}", position=pos)
                 pos = body_start + body_size
+        except IndexError:
+            where = RECORD_BATCH_OVERHEAD if compressed else RECORD_BATCH_OVERHEAD + pos
+            raise CorruptRecordError("records region ends inside a record length", position=where) from None
         except CorruptRecordError as err:
             if compressed:
                 raise CorruptRecordError(f"in decompressed records at offset {err.position}: {err.message}",
