@@ -77,8 +77,7 @@ class SegmentReaders:
 def _close_unlinked(segment: LogSegment) -> None:
     """Close a segment whose files are unlinked. ``LogSegment.close`` would trim the indexes, which reopens them by
     name; an index's ``delete`` unmaps it without trimming (its name is already gone)."""
-    segment.offset_index.delete()
-    segment.time_index.delete()
+    segment.discard_indexes()
     segment.txn_index.close()
     segment.log.close()
 
@@ -95,7 +94,7 @@ class PendingDeletion:
     @property
     def files(self) -> list[Path]:
         seg = self.segment
-        paths = [seg.log.path, seg.offset_index.path, seg.time_index.path, seg.txn_index.path]
+        paths = [seg.log.path, seg.offset_index_path, seg.time_index_path, seg.txn_index.path]
         return [*paths, *self.extra_files]
 
 

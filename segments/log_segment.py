@@ -25,6 +25,7 @@ from pathlib import Path
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import CorruptRecordError, IndexOffsetOverflowError, StorageFormatError
 from segments.file_records import FileBatch, FileRecords, iter_batches
+from segments.lazy_index import LazyIndex
 from segments.naming import (
     DELETED_SUFFIX,
     log_file,
@@ -91,8 +92,8 @@ class LogSegment:
     def __init__(
         self,
         log: FileRecords,
-        offset_index: OffsetIndex,
-        time_index: TimeIndex,
+        offset_index: OffsetIndex | LazyIndex[OffsetIndex],
+        time_index: TimeIndex | LazyIndex[TimeIndex],
         txn_index: TransactionIndex,
         base_offset: int,
         *,
@@ -101,8 +102,9 @@ class LogSegment:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.log = log
-        self.offset_index = offset_index
-        self.time_index = time_index
+        # Indexes open on first use (Kafka's LazyIndex): inactive segments that are never read cost one descriptor.
+        self._offset_index = offset_index if isinstance(offset_index, LazyIndex) else LazyIndex.of(offset_index)
+        self._time_index = time_index if isinstance(time_index, LazyIndex) else LazyIndex.of(time_index)
         self.txn_index = txn_index
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -144,22 +146,18 @@ class LogSegment:
             create=create,
             preallocate_bytes=preallocate_bytes,
         )
-        try:
-            offset_index = OffsetIndex(
-                offset_index_file(directory, base_offset, file_suffix),
-                base_offset,
-                max_index_size,
-                writable,
-            )
-            time_index = TimeIndex(
-                time_index_file(directory, base_offset, file_suffix),
-                base_offset,
-                max_index_size,
-                writable,
-            )
-        except BaseException:
-            log.close()
-            raise
+        offset_index = LazyIndex(
+            offset_index_file(directory, base_offset, file_suffix),
+            lambda path: OffsetIndex(path, base_offset, max_index_size, writable),
+        )
+        time_index = LazyIndex(
+            time_index_file(directory, base_offset, file_suffix),
+            lambda path: TimeIndex(path, base_offset, max_index_size, writable),
+        )
+        if create:
+            # A new segment is the active one: map its indexes now, so the first append does not pay for it.
+            offset_index.get()
+            time_index.get()
         txn_index = TransactionIndex(transaction_index_file(directory, base_offset, file_suffix), base_offset, writable)
         return cls(
             log,
@@ -171,6 +169,34 @@ class LogSegment:
             roll_jitter_ms=roll_jitter_ms,
             clock=clock,
         )
+
+    # -- indexes ----------------------------------------------------------------------------------------------
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        """The offset index, opened on first use. O(1)."""
+        return self._offset_index.get()
+
+    @property
+    def time_index(self) -> TimeIndex:
+        """The time index, opened on first use. O(1)."""
+        return self._time_index.get()
+
+    @property
+    def offset_index_path(self) -> Path:
+        """Path of the ``.index`` file, without opening it. O(1)."""
+        return self._offset_index.path
+
+    @property
+    def time_index_path(self) -> Path:
+        """Path of the ``.timeindex`` file, without opening it. O(1)."""
+        return self._time_index.path
+
+    def discard_indexes(self) -> None:
+        """Unmap the indexes without trimming and remove their files (a deleted segment whose names may already be
+        gone). O(1)."""
+        self._offset_index.discard()
+        self._time_index.discard()
 
     # -- sizes and timestamps ---------------------------------------------------------------------------------
 
@@ -462,8 +488,9 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the ``.log``, both index maps and the ``.txnindex``. O(dirty pages)."""
         self.log.flush()
-        self.offset_index.flush()
-        self.time_index.flush()
+        for lazy in (self._offset_index, self._time_index):
+            if lazy.is_loaded:
+                lazy.get().flush()
         self.txn_index.flush()
 
     def close(self) -> None:
@@ -472,15 +499,16 @@ class LogSegment:
         if self.log.closed:
             return
         if (
-            self.time_index.writable
+            self._time_index.is_loaded
+            and self.time_index.writable
             and self._max_timestamp_and_offset is not None
             and self._max_timestamp_and_offset != _UNKNOWN
         ):
             self.time_index.maybe_append(
                 self._max_timestamp_and_offset.timestamp, self._max_timestamp_and_offset.offset, skip_full_check=True
             )
-        self.offset_index.close()
-        self.time_index.close()
+        self._offset_index.close()
+        self._time_index.close()
         self.txn_index.close()
         self.log.close()
 
@@ -490,8 +518,8 @@ class LogSegment:
         directory = self.log.path.parent
         base = self.base_offset
         self.log.rename_to(log_file(directory, base, suffix))
-        self.offset_index.rename_to(offset_index_file(directory, base, suffix))
-        self.time_index.rename_to(time_index_file(directory, base, suffix))
+        self._offset_index.rename_to(offset_index_file(directory, base, suffix))
+        self._time_index.rename_to(time_index_file(directory, base, suffix))
         self.txn_index.rename_to(transaction_index_file(directory, base, suffix))
 
     def rename_to_deleted(self) -> None:
@@ -501,7 +529,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and remove all four files (missing ones are ignored). O(1)."""
         self.close()
-        for path in (self.log.path, self.offset_index.path, self.time_index.path, self.txn_index.path):
+        for path in (self.log.path, self.offset_index_path, self.time_index_path, self.txn_index.path):
             path.unlink(missing_ok=True)
 
     def _check(self) -> None:

@@ -1,0 +1,80 @@
+"""An index opened on first use (Kafka's ``LazyIndex``).
+
+A broker with many thousands of segments must not map every index at startup: most inactive segments are never
+read. Python's ``mmap`` also keeps a duplicate descriptor per mapping, so eager opening would cost three file
+descriptors per segment. A :class:`LazyIndex` holds only the path until :meth:`get` is called; renames and
+deletion work on the path while the index is unopened.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from segments.abstract_index import AbstractIndex
+
+IndexT = TypeVar("IndexT", bound=AbstractIndex[Any])
+
+
+class LazyIndex(Generic[IndexT]):
+    """An offset or time index that is opened by ``opener(path)`` the first time it is needed."""
+
+    def __init__(self, path: Path, opener: Callable[[Path], IndexT]) -> None:
+        self._path = path
+        self._opener = opener
+        self._index: IndexT | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, index: IndexT) -> LazyIndex[IndexT]:
+        """Wrap an index that is already open. O(1)."""
+        lazy: LazyIndex[IndexT] = cls(index.path, lambda _path: index)
+        lazy._index = index
+        return lazy
+
+    @property
+    def path(self) -> Path:
+        """The index file's current path, opened or not. O(1)."""
+        index = self._index
+        return index.path if index is not None else self._path
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the index has been opened. O(1)."""
+        return self._index is not None
+
+    def get(self) -> IndexT:
+        """The index, opened now if needed (thread-safe). O(1) after the first call."""
+        index = self._index
+        if index is None:
+            with self._lock:
+                if self._index is None:
+                    self._index = self._opener(self._path)
+                index = self._index
+        return index
+
+    def rename_to(self, path: Path) -> None:
+        """Rename the file (if it exists) and follow it. O(1)."""
+        with self._lock:
+            if self._index is not None:
+                self._index.rename_to(path)
+            elif self._path.exists():
+                os.replace(self._path, path)
+            self._path = path
+
+    def close(self) -> None:
+        """Close (trimming, when writable) an opened index; nothing to do otherwise. O(1)."""
+        with self._lock:
+            if self._index is not None:
+                self._index.close()
+
+    def discard(self) -> None:
+        """Unmap an opened index without trimming and remove its file, if present. O(1)."""
+        with self._lock:
+            if self._index is not None:
+                self._index.delete()
+            else:
+                self._path.unlink(missing_ok=True)
