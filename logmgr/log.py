@@ -479,9 +479,7 @@ class Log:
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         config = self.config
-        jitter = 0
-        if config.segment_jitter_ms > 0:
-            jitter = abs(self._rng.randint(-(2**31), 2**31 - 1)) % min(config.segment_jitter_ms, config.segment_ms)
+        jitter = config.random_segment_jitter(self._rng)
         segment = LogSegment.open(
             self.dir,
             base_offset,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,6 +53,9 @@ from segments.records import RecordBatch
 from segments.transactions import TransactionTracker
 
 logger = logging.getLogger("logmgr.loader")
+
+# Kafka draws each segment's roll jitter when the segment object is created, loaded segments included.
+_JITTER_RNG = random.Random()
 
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -136,6 +140,7 @@ def _open_segment(partition_dir: Path, base_offset: int, config: LogConfig, cloc
         create=create,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
+        roll_jitter_ms=config.random_segment_jitter(_JITTER_RNG),
         clock=lambda: clock.time_ms() / 1000,
     )
 
