@@ -294,6 +294,9 @@ class _LoadContext:
             segment.truncate_to(segment.base_offset)
             detail = f"could not be recovered ({err}); truncated to empty"
         self.producer_state.take_snapshot(sync=True)
+        if segment is not self.segments.last_segment():
+            # Recovery mapped its indexes; nobody reads the log yet, so let inactive segments reopen them lazily.
+            segment.release_indexes()
         self.stats.recovered_segments += 1
         self.stats.truncated_bytes += truncated
         self.stats.actions.append(

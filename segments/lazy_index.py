@@ -31,7 +31,10 @@ class LazyIndex(Generic[IndexT]):
     @classmethod
     def of(cls, index: IndexT) -> LazyIndex[IndexT]:
         """Wrap an index that is already open. O(1)."""
-        lazy: LazyIndex[IndexT] = cls(index.path, lambda _path: index)
+        kind = type(index)
+        lazy: LazyIndex[IndexT] = cls(
+            index.path, lambda path: kind(path, index.base_offset, index.max_index_size, index.writable)
+        )
         lazy._index = index
         return lazy
 
@@ -70,6 +73,15 @@ class LazyIndex(Generic[IndexT]):
         with self._lock:
             if self._index is not None:
                 self._index.close()
+
+    def unload(self) -> None:
+        """Close an opened index (trimming it when writable) and return to the unopened state; the next
+        :meth:`get` reopens it. Only for indexes no reader can be using (e.g. during a log load). O(1)."""
+        with self._lock:
+            if self._index is not None:
+                self._path = self._index.path
+                self._index.close()
+                self._index = None
 
     def discard(self) -> None:
         """Unmap an opened index without trimming and remove its file, if present. O(1)."""

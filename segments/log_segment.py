@@ -192,6 +192,13 @@ class LogSegment:
         """Path of the ``.timeindex`` file, without opening it. O(1)."""
         return self._time_index.path
 
+    def release_indexes(self) -> None:
+        """Close (trim) and unmap both indexes; they reopen on next use. For inactive segments nobody reads yet,
+        such as those a log load just recovered, so a recovered log does not hold three descriptors per
+        segment. O(1)."""
+        self._offset_index.unload()
+        self._time_index.unload()
+
     def discard_indexes(self) -> None:
         """Unmap the indexes without trimming and remove their files (a deleted segment whose names may already be
         gone). O(1)."""

@@ -55,3 +55,22 @@ def test_segment_with_unopened_indexes_renames_and_deletes_all_files(tmp_path: P
     ]
     reopened.delete()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_unclean_load_leaves_recovered_inactive_segments_unmapped(tmp_path: Path) -> None:
+    from logmgr.config import LogConfig
+    from logmgr.log_loader import load_log
+
+    partition = tmp_path / "t-0"
+    config = LogConfig.from_properties({"segment.bytes": "2000"})
+    log = load_log(partition, config)
+    for _ in range(40):
+        log.append_records([SimpleRecord(b"v" * 100)] * 3)
+    log.close()
+    reopened = load_log(partition, config, recovery_point=0, had_clean_shutdown=False)
+    segments = reopened.segments.values()
+    assert len(segments) > 3 and reopened.recovery.recovered_segments == len(segments)
+    assert not any(s._offset_index.is_loaded or s._time_index.is_loaded for s in segments[:-1])
+    # Reads reopen them transparently.
+    assert reopened.read(reopened.log_start_offset + 1, 10_000).batches()
+    reopened.close()
