@@ -6,7 +6,8 @@ holds ``--batches-per-segment`` batches of 16,873 bytes (140 records of 100-byte
 default 1,000 x 10 x 6 is about 1 GB of ``.log`` data in 10,000 segments. It is written once with
 ``LogSegment.append`` per batch (indexes as appends make them) and kept under ``--data-dir`` for later runs.
 ``segment.bytes`` is set to the segment size so later appends would roll the same way. When the open-file limit
-cannot hold every segment open (logmgr keeps 3 descriptors per segment, measured at the start), the largest
+cannot hold every segment open (a loaded log keeps one descriptor per segment plus the active segment's two index
+mappings, measured at the start), the largest
 partition count that fits is measured instead and the report says so.
 
 Timed, best of ``--repeats``:
@@ -181,7 +182,7 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def fds_per_segment(scratch: Path, segments: int, batches_per_segment: int) -> int:
+def fds_per_segment(scratch: Path, segments: int, batches_per_segment: int) -> float:
     """Descriptors an opened log keeps per segment, measured: write a small log of ``segments`` segments, load
     it and count. O(segments)."""
     partition_dir = fresh_dir(scratch) / f"{TOPIC}-0"
@@ -194,7 +195,7 @@ def fds_per_segment(scratch: Path, segments: int, batches_per_segment: int) -> i
     before = open_fds()
     log = load_log(partition_dir, LogConfig(), recovery_point=0, had_clean_shutdown=True)
     try:
-        return math.ceil((open_fds() - before) / segments)
+        return (open_fds() - before) / segments
     finally:
         log.close()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -215,18 +216,18 @@ class FdBudget:
 
     requested_partitions: int
     partitions: int
-    per_segment: int
+    per_segment: float
     limit: int
 
     def note(self, segments: int) -> str:
         """Why fewer partitions than requested were measured ('' when all were). O(1)."""
         if self.partitions == self.requested_partitions:
             return ""
-        needed = self.requested_partitions * segments * self.per_segment
+        needed = math.ceil(self.requested_partitions * segments * self.per_segment)
         return (
             f"NOTE: {self.requested_partitions:,} x {segments} segments were requested, but an open logmgr segment "
-            f"holds {self.per_segment} file descriptors (measured: the .log plus, for each mmapped index, the "
-            f"duplicate descriptor CPython's mmap keeps), so they need about {needed:,} while RLIMIT_NOFILE is "
+            f"holds {self.per_segment:.1f} file descriptors (measured after a load: each .log, plus the duplicate "
+            f"descriptor CPython's mmap keeps for each mapped index), so they need about {needed:,} while RLIMIT_NOFILE is "
             f"{self.limit:,} (hard limit, cannot be raised here): measured {self.partitions:,} x {segments} instead."
         )
 
@@ -236,7 +237,7 @@ def fd_budget(requested: int, segments: int, batches_per_segment: int, scratch: 
     open-file limit. O(segments)."""
     per_segment = fds_per_segment(scratch, segments, batches_per_segment)
     limit = fd_limit()
-    fitting = (limit - open_fds() - FD_MARGIN) // max(1, per_segment * segments)
+    fitting = int((limit - open_fds() - FD_MARGIN) // max(1.0, per_segment * segments))
     if fitting >= requested:
         return FdBudget(requested, requested, per_segment, limit)
     partitions = fitting - fitting % 50 if fitting >= 100 else fitting
