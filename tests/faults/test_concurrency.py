@@ -88,7 +88,9 @@ def _read_forward(log: Log, stop: threading.Event, rng: random.Random, stats: Re
     sizes = (256, 1024) if lagging else (512, 4096, 32 * 1024)
     while not stop.is_set() and not stats.errors:
         if lagging:
-            time.sleep(0.002)
+            # ~50 small fetches a second: slower than the writer even on a loaded machine, so retention
+            # overtakes these readers and they must jump to the new log start.
+            time.sleep(0.02)
         try:
             fetch = log.read(position, rng.choice(sizes), isolation=Isolation.READ_UNCOMMITTED)
         except OffsetOutOfRangeError:
