@@ -6,7 +6,6 @@ shows the traceback instead.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from collections.abc import Callable
@@ -15,34 +14,12 @@ from typing import Any, TypeVar
 
 import click
 
+from cli.common import one_line_errors, progress_enabled
 from cli.dump_cmd import dump
 from logmgr.reindex import reindex as reindex_paths
 from logmgr.verify import verify_paths
-from segments.errors import StorageFormatError
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class Failure(click.ClickException):
-    """A one-line error and exit code 1 (click prints ``Error: ...`` on stderr)."""
-
-    exit_code = 1
-
-
-def one_line_errors(func: F) -> F:
-    """Turn library and OS errors into a one-line message and exit 1, unless ``--debug`` was given."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (StorageFormatError, OSError, ValueError) as err:
-            ctx = click.get_current_context()
-            if ctx.find_root().params.get("debug"):
-                raise
-            raise Failure(str(err)) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,10 +32,6 @@ def main(debug: bool) -> None:
     Example:
         logmgr verify /var/lib/kafka/data
     """
-
-
-def _progress_enabled(as_json: bool) -> bool:
-    return not as_json and sys.stderr.isatty()
 
 
 @main.command()
@@ -75,7 +48,7 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
         logmgr verify /var/lib/kafka/data/orders-0/00000000000000000000.log --json
     """
     progress: Callable[[Path], None] | None = None
-    if _progress_enabled(as_json):
+    if progress_enabled(as_json):
 
         def progress(path: Path) -> None:
             click.echo(f"\r\x1b[Kverifying {path}", nl=False, err=True)
