@@ -14,8 +14,12 @@ from typing import Any, TypeVar
 
 import click
 
+from cli.append_cmd import append
+from cli.checkpoints_cmd import checkpoints
 from cli.common import one_line_errors, progress_enabled
 from cli.dump_cmd import dump
+from cli.info_cmd import info
+from cli.read_cmd import read
 from logmgr.reindex import reindex as reindex_paths
 from logmgr.verify import verify_paths
 
@@ -126,3 +130,7 @@ def reindex(target: Path, out: Path | None, index_interval_bytes: int, as_json: 
 
 
 main.add_command(dump)
+main.add_command(info)
+main.add_command(checkpoints)
+main.add_command(append)
+main.add_command(read)

@@ -1,0 +1,206 @@
+"""``logmgr append``: append records to a partition offline, durable once the command returns."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import click
+
+from checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    CleanShutdownMarker,
+    OffsetCheckpointFile,
+)
+from cli.common import Failure, one_line_errors
+from logmgr.config import LogConfig
+from logmgr.dir_lock import LogDirLock
+from logmgr.log_loader import load_log
+from segments.compression import CompressionType
+from segments.naming import TopicPartition, validate_topic
+from segments.records import NO_TIMESTAMP, Header, SimpleRecord
+
+_FIELDS = {"key", "key_b64", "value", "value_b64", "headers", "headers_b64", "timestamp"}
+
+
+def _bytes_field(obj: dict[str, object], name: str, where: str) -> bytes | None:
+    """``name`` (UTF-8 text) or ``name_b64`` (base64) of an input object; both absent or null: None."""
+    text, encoded = obj.get(name), obj.get(f"{name}_b64")
+    if text is not None and encoded is not None:
+        raise ValueError(f"{where}: {name} and {name}_b64 exclude each other")
+    if encoded is not None:
+        if not isinstance(encoded, str):
+            raise ValueError(f"{where}: {name}_b64 must be a base64 string")
+        try:
+            return base64.b64decode(encoded, validate=True)
+        except binascii.Error as err:
+            raise ValueError(f"{where}: {name}_b64: {err}") from None
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ValueError(f"{where}: {name} must be a string or null")
+    return text.encode("utf-8")
+
+
+def _headers(obj: dict[str, object], where: str) -> tuple[Header, ...]:
+    if "headers" in obj and "headers_b64" in obj:
+        raise ValueError(f"{where}: headers and headers_b64 exclude each other")
+    encoded = "headers_b64" in obj
+    raw = obj.get("headers_b64" if encoded else "headers") or []
+    if not isinstance(raw, list):
+        raise ValueError(f"{where}: headers must be a list of [key, value] pairs")
+    headers = []
+    for pair in raw:
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise ValueError(f"{where}: header {pair!r} is not a [key, value] pair with a string key")
+        value = _bytes_field({"v_b64" if encoded else "v": pair[1]}, "v", where)
+        headers.append(Header(pair[0], value))
+    return tuple(headers)
+
+
+def parse_record(line: str, where: str) -> SimpleRecord:
+    """One input line as a record: ``{"key","value","headers","timestamp"}`` (all optional; ``key_b64``,
+    ``value_b64`` and ``headers_b64`` carry base64 instead of text). Raises ``ValueError`` naming ``where``. O(n)."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{where}: not JSON: {err}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where}: expected a JSON object")
+    unknown = set(obj) - _FIELDS
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    timestamp = obj.get("timestamp")
+    if timestamp is None:
+        timestamp = NO_TIMESTAMP
+    elif not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
+        raise ValueError(f"{where}: timestamp must be a non-negative integer (epoch ms)")
+    return SimpleRecord(_bytes_field(obj, "value", where), _bytes_field(obj, "key", where), timestamp, _headers(obj, where))
+
+
+def read_records(source: IO[str], name: str) -> Iterator[SimpleRecord]:
+    """Records of a JSON-lines stream; blank lines are skipped. O(input)."""
+    for number, line in enumerate(source, 1):
+        if line.strip():
+            yield parse_record(line, f"{name}: line {number}")
+
+
+def _chunks(records: Iterator[SimpleRecord], size: int) -> Iterator[list[SimpleRecord]]:
+    chunk: list[SimpleRecord] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+@click.command()
+@click.argument("log_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("topic_partition", metavar="TOPIC-P")
+@click.option(
+    "--from",
+    "source",
+    type=click.File("r", encoding="utf-8"),
+    default="-",
+    show_default=True,
+    help="JSON-lines input file, '-' for stdin.",
+)
+@click.option(
+    "--compression",
+    type=click.Choice([c.name for c in CompressionType]),
+    default="none",
+    show_default=True,
+)
+@click.option("--batch-records", type=click.IntRange(min=1), default=1000, show_default=True, help="Records per batch.")
+@click.option("--create", is_flag=True, help="Create the partition dir (with partition.metadata) if missing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the offsets as one JSON object.")
+@one_line_errors
+def append(
+    log_dir: Path,
+    topic_partition: str,
+    source: IO[str],
+    compression: str,
+    batch_records: int,
+    create: bool,
+    as_json: bool,
+) -> None:
+    """Append records to a partition of a log dir that no broker is using. Input is one JSON object per line:
+    {"key": str|null, "value": str|null, "headers": [[str, str|null], ...], "timestamp": ms}, all optional
+    (key_b64 / value_b64 / headers_b64 carry binary as base64; a missing timestamp is the current time).
+    Takes the dir's .lock (exit 3 when held), recovers the log as a broker would if it was not shut down
+    cleanly, and fsyncs the data and the recovery point before exiting 0. Prints the first and last offsets.
+
+    \b
+    Example:
+        printf '{"key":"k1","value":"hello"}\\n' | logmgr append /var/lib/kafka/data orders-0 --compression zstd
+    """
+    tp = TopicPartition.parse(topic_partition)
+    validate_topic(tp.topic)
+    partition_dir = log_dir / str(tp)
+    records = list(read_records(source, "stdin" if source is sys.stdin else source.name))
+    with LogDirLock(log_dir):
+        created = not partition_dir.is_dir()
+        if created and not create:
+            raise Failure(f"{partition_dir}: no such partition dir (use --create to create it)")
+        codec = CompressionType.from_name(compression)
+        first, last = _append_locked(log_dir, tp, partition_dir, records, codec, batch_records, created=created)
+    if as_json:
+        click.echo(json.dumps({"topic": tp.topic, "partition": tp.partition, "records": len(records),
+                               "firstOffset": first, "lastOffset": last}))
+    elif records:
+        click.echo(f"{tp}: appended {len(records)} record(s) at offsets {first}..{last}")
+    else:
+        click.echo(f"{tp}: nothing to append")
+
+
+def _append_locked(
+    log_dir: Path,
+    tp: TopicPartition,
+    partition_dir: Path,
+    records: list[SimpleRecord],
+    compression: CompressionType,
+    batch_records: int,
+    *,
+    created: bool,
+) -> tuple[int | None, int | None]:
+    """Load, append, flush, close and checkpoint, with the dir locked by the caller. Only a partition dir created
+    here gets a (new, random) topic id: inventing one for an existing dir would contradict the cluster's."""
+    recovery_file = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
+    recovery_points = recovery_file.read()
+    starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read()
+    marker = CleanShutdownMarker.read(log_dir)
+    # As a broker does at startup: a crash while this command writes must count as an unclean shutdown.
+    if marker is not None:
+        CleanShutdownMarker.remove(log_dir)
+    log = load_log(
+        partition_dir,
+        LogConfig(),
+        recovery_point=recovery_points.get(tp, 0),
+        log_start_offset=starts.get(tp, 0),
+        had_clean_shutdown=marker is not None,
+    )
+    first: int | None = None
+    last: int | None = None
+    try:
+        if created:
+            log.ensure_partition_metadata()
+        for chunk in _chunks(iter(records), batch_records):
+            appended = log.append_records(chunk, compression=compression)
+            first = appended.first_offset if first is None else first
+            last = appended.last_offset
+        log.flush()
+        recovery_points[tp] = log.recovery_point
+    finally:
+        log.close()
+    recovery_file.write(recovery_points)
+    if marker is not None:
+        marker.write(log_dir)
+    return first, last

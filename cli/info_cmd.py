@@ -1,0 +1,235 @@
+"""``logmgr info``: a read-only summary of a log dir (offsets, sizes, timestamps, checkpoints, producers).
+
+Nothing here writes: segments are opened read-only and the dir's ``.lock`` is not taken, so it works next to a
+running broker (the answer is then a snapshot that may already be stale).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+
+from checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    OffsetCheckpointFile,
+    read_producer_snapshot,
+)
+from cli.common import one_line_errors
+from segments.errors import InvalidPartitionDirError
+from segments.log_segment import LogSegment
+from segments.naming import (
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    PartitionDirName,
+    TopicPartition,
+    offset_from_file_name,
+)
+from segments.records import DefaultRecordBatch
+
+
+@contextlib.contextmanager
+def readonly_segments(partition_dir: Path) -> Iterator[list[LogSegment]]:
+    """The segments of ``partition_dir`` opened read-only, by base offset, closed on exit. O(segments).
+
+    A missing index reads as empty, so a dir with trimmed or absent indexes is still readable; no file is
+    created, resized or renamed.
+    """
+    bases = sorted(
+        offset_from_file_name(path.name)
+        for path in partition_dir.iterdir()
+        if path.name.endswith(LOG_SUFFIX) and path.is_file()
+    )
+    opened: list[LogSegment] = []
+    try:
+        for base in bases:
+            opened.append(LogSegment.open(partition_dir, base, writable=False))
+        yield opened
+    finally:
+        for segment in opened:
+            segment.log.close()
+
+
+def partition_dirs(log_dir: Path) -> list[tuple[TopicPartition, Path]]:
+    """Live partition dirs of ``log_dir`` (``-delete``/``-future``/``-stray`` and other dirs skipped), sorted by
+    topic and partition. O(entries)."""
+    found = []
+    for child in log_dir.iterdir():
+        if not child.is_dir():
+            continue
+        try:
+            parsed = PartitionDirName.parse(child.name)
+        except InvalidPartitionDirError:
+            continue
+        if parsed.kind == "live":
+            found.append((parsed.topic_partition, child))
+    return sorted(found, key=lambda item: (item[0].topic, item[0].partition))
+
+
+@dataclass
+class PartitionInfo:
+    """What ``info`` reports for one partition; field names are the ``--json`` names."""
+
+    topic: str
+    partition: int
+    segments: int
+    size: int
+    records: int
+    logStartOffset: int
+    logEndOffset: int
+    recoveryPoint: int | None
+    highWatermark: int | None
+    oldestTimestamp: int | None
+    newestTimestamp: int | None
+    producers: int | None
+
+
+def partition_info(
+    tp: TopicPartition,
+    partition_dir: Path,
+    *,
+    log_start: int | None,
+    recovery_point: int | None,
+    high_watermark: int | None,
+) -> PartitionInfo:
+    """Scan the batch headers of every segment of ``partition_dir`` read-only. O(bytes of the partition).
+
+    The log start offset is the checkpointed one raised to the first segment's base offset, as a log load
+    does; the log end offset is the next offset after the last batch (the log start offset when empty).
+    """
+    size = records = 0
+    oldest: int | None = None
+    newest: int | None = None
+    with readonly_segments(partition_dir) as segments:
+        first_base = segments[0].base_offset if segments else None
+        end = None
+        for segment in segments:
+            size += segment.size
+            end = segment.base_offset
+            for found in segment.batches():
+                batch = found.batch
+                end = batch.next_offset
+                records += batch.count_records()
+                first = batch.first_timestamp if isinstance(batch, DefaultRecordBatch) else batch.max_timestamp
+                if first >= 0:
+                    oldest = first if oldest is None else min(oldest, first)
+                if batch.max_timestamp >= 0:
+                    newest = batch.max_timestamp if newest is None else max(newest, batch.max_timestamp)
+        count = len(segments)
+    start = max(log_start or 0, first_base if first_base is not None else 0)
+    return PartitionInfo(
+        tp.topic,
+        tp.partition,
+        count,
+        size,
+        records,
+        start,
+        start if end is None else max(end, start),
+        recovery_point,
+        high_watermark,
+        oldest,
+        newest,
+        _producer_count(partition_dir),
+    )
+
+
+def _producer_count(partition_dir: Path) -> int | None:
+    """Producers in the newest producer snapshot; None when there is none."""
+    snapshots = [p for p in partition_dir.iterdir() if p.name.endswith(SNAPSHOT_SUFFIX) and p.is_file()]
+    if not snapshots:
+        return None
+    newest = max(snapshots, key=lambda p: offset_from_file_name(p.name))
+    return len(read_producer_snapshot(newest).entries)
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes allocated on disk for ``path`` and everything under it (what ``du`` counts). O(files)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in [".", *files]:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+@dataclass
+class LogDirInfo:
+    """What ``info`` reports for a log dir."""
+
+    log_dir: Path
+    partitions: list[PartitionInfo]
+    totals: dict[str, int]
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``--json`` form. O(partitions)."""
+        return {"logDir": str(self.log_dir), "partitions": [asdict(p) for p in self.partitions], "totals": self.totals}
+
+
+def log_dir_info(log_dir: Path) -> LogDirInfo:
+    """``info`` for a whole log dir: per-partition entries, totals and disk usage. O(bytes of the dir)."""
+    starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read()
+    recovery = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).read()
+    watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE).read()
+    partitions = [
+        partition_info(
+            tp,
+            path,
+            log_start=starts.get(tp),
+            recovery_point=recovery.get(tp),
+            high_watermark=watermarks.get(tp),
+        )
+        for tp, path in partition_dirs(log_dir)
+    ]
+    totals = {
+        "partitions": len(partitions),
+        "segments": sum(p.segments for p in partitions),
+        "size": sum(p.size for p in partitions),
+        "records": sum(p.records for p in partitions),
+        "diskUsage": disk_usage(log_dir),
+    }
+    return LogDirInfo(log_dir, partitions, totals)
+
+
+def _text(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+@click.command()
+@click.argument("log_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: partitions, totals, disk usage.")
+@one_line_errors
+def info(log_dir: Path, as_json: bool) -> None:
+    """Summarize a log dir without changing it: per partition the segments, size, records, log start and end
+    offsets, recovery point, high watermark (replication-offset-checkpoint), oldest and newest timestamps and
+    producers in the latest producer snapshot; then totals and the dir's disk usage. Takes no lock.
+
+    \b
+    Example:
+        logmgr info /var/lib/kafka/data --json
+    """
+    report = log_dir_info(log_dir)
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+        return
+    header = ("PARTITION", "SEGS", "SIZE", "RECORDS", "START", "END", "RECOVERY", "HW", "OLDEST", "NEWEST", "PRODS")
+    rows: list[tuple[str, ...]] = [header]
+    for p in report.partitions:
+        values = (
+            p.segments, p.size, p.records, p.logStartOffset, p.logEndOffset, p.recoveryPoint, p.highWatermark,
+            p.oldestTimestamp, p.newestTimestamp, p.producers,
+        )
+        rows.append((f"{p.topic}-{p.partition}", *(_text(v) for v in values)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    click.echo(
+        "total: {partitions} partitions, {segments} segments, {size} bytes, {records} records; "
+        "disk usage {diskUsage} bytes".format(**report.totals)
+    )

@@ -1,0 +1,187 @@
+"""``logmgr read``: records of one partition as JSON lines, read-only (no lock, no file created or changed)."""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from checkpoints import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
+from cli.common import Failure, one_line_errors
+from cli.info_cmd import readonly_segments
+from segments.log_segment import LogSegment
+from segments.naming import TopicPartition
+from segments.records import ControlRecordType, Record, RecordBatch
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds of an ISO 8601 time (UTC when it has no offset) or of a plain integer. O(len)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _walk(segments: list[LogSegment], from_offset: int) -> Iterator[RecordBatch]:
+    """Batches holding offsets ``>= from_offset``, in log order, starting at the offset index's entry."""
+    bases = [s.base_offset for s in segments]
+    first = max(0, bisect.bisect_right(bases, from_offset) - 1)
+    for i, segment in enumerate(segments[first:]):
+        start = segment.offset_index.lookup(from_offset).position if i == 0 else 0
+        for found in segment.batches(start):
+            if found.batch.last_offset >= from_offset:
+                yield found.batch
+
+
+def transaction_outcomes(batches: Iterator[RecordBatch]) -> tuple[dict[int, list[tuple[int, bool]]], int | None]:
+    """Per producer, its end-transaction markers as ``(offset, aborted)`` in offset order, and the first offset of
+    the earliest transaction left open (no marker after it), None when all are decided. O(batches)."""
+    markers: dict[int, list[tuple[int, bool]]] = {}
+    open_first: dict[int, int] = {}
+    for batch in batches:
+        if not batch.is_transactional:
+            continue
+        pid = batch.producer_id
+        if batch.is_control:
+            kind = ControlRecordType.parse(batch.records()[0].key)
+            if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                markers.setdefault(pid, []).append((batch.base_offset, kind is ControlRecordType.ABORT))
+                open_first.pop(pid, None)
+        else:
+            open_first.setdefault(pid, batch.base_offset)
+    return markers, min(open_first.values(), default=None)
+
+
+def _aborted(batch: RecordBatch, markers: dict[int, list[tuple[int, bool]]]) -> bool:
+    """Whether the next marker of the batch's producer after it is an ABORT."""
+    ends = markers.get(batch.producer_id, [])
+    i = bisect.bisect_right(ends, (batch.base_offset, True))
+    return i < len(ends) and ends[i][1]
+
+
+def _bytes_fields(name: str, data: bytes | None, decode: str) -> dict[str, str | None]:
+    if data is None:
+        return {name: None}
+    if decode == "utf8":
+        try:
+            return {name: data.decode("utf-8")}
+        except UnicodeDecodeError:
+            pass
+    return {f"{name}_b64": base64.b64encode(data).decode("ascii")}
+
+
+def record_json(tp: TopicPartition, batch: RecordBatch, record: Record, decode: str) -> dict[str, object]:
+    """One output line: the ``append`` input shape plus topic, partition, offset and timestampType. O(size).
+
+    Header values that are not UTF-8 (or all of them with ``base64``) go to ``headers_b64`` instead of
+    ``headers``.
+    """
+    out: dict[str, object] = {
+        "topic": tp.topic,
+        "partition": tp.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "timestampType": batch.timestamp_type.label,
+    }
+    out.update(_bytes_fields("key", record.key, decode))
+    out.update(_bytes_fields("value", record.value, decode))
+    headers = _utf8_headers(record) if decode == "utf8" else None
+    if headers is not None:
+        out["headers"] = headers
+    else:
+        out["headers_b64"] = [
+            [h.key, None if h.value is None else base64.b64encode(h.value).decode("ascii")] for h in record.headers
+        ]
+    return out
+
+
+def _utf8_headers(record: Record) -> list[list[str | None]] | None:
+    try:
+        return [[h.key, None if h.value is None else h.value.decode("utf-8")] for h in record.headers]
+    except UnicodeDecodeError:
+        return None
+
+
+@click.command()
+@click.argument("log_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("topic_partition", metavar="TOPIC-P")
+@click.option(
+    "--from-offset",
+    type=click.IntRange(min=0),
+    help="First offset to print (default and minimum: the log start offset of log-start-offset-checkpoint).",
+)
+@click.option("--from-time", help="Start at the first record with this timestamp or later (ISO 8601 or epoch ms).")
+@click.option("--max", "max_records", type=click.IntRange(min=0), help="Print at most this many records.")
+@click.option("--committed", is_flag=True, help="read_committed: skip aborted records, stop at open transactions.")
+@click.option(
+    "--decode",
+    type=click.Choice(["utf8", "base64"]),
+    default="utf8",
+    show_default=True,
+    help="utf8 prints key/value as text, falling back to key_b64/value_b64 for bytes that are not UTF-8.",
+)
+@one_line_errors
+def read(
+    log_dir: Path,
+    topic_partition: str,
+    from_offset: int | None,
+    from_time: str | None,
+    max_records: int | None,
+    committed: bool,
+    decode: str,
+) -> None:
+    """Print the records of a partition as JSON lines (topic, partition, offset, timestamp, timestampType, key,
+    value, headers), the shape `logmgr append` reads. Control records are skipped. Read-only: segments are
+    opened without the lock and nothing is written, so the tail of a live log may be partial.
+
+    \b
+    Examples:
+        logmgr read /var/lib/kafka/data orders-0 --from-offset 100 --max 10
+        logmgr read /var/lib/kafka/data orders-0 --from-time 2024-05-01T12:00:00Z --committed
+    """
+    if from_offset is not None and from_time is not None:
+        raise click.UsageError("--from-offset and --from-time exclude each other")
+    tp = TopicPartition.parse(topic_partition)
+    partition_dir = log_dir / str(tp)
+    if not partition_dir.is_dir():
+        raise Failure(f"{partition_dir}: no such partition dir")
+    try:
+        min_time = None if from_time is None else parse_time(from_time)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--from-time") from None
+    # Offsets below the checkpointed log start are logically deleted even while their segment remains.
+    log_start = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read().get(tp, 0)
+    start = max(from_offset or 0, log_start)
+    printed = 0
+    with readonly_segments(partition_dir) as segments:
+        markers: dict[int, list[tuple[int, bool]]] = {}
+        stable_end: int | None = None
+        if committed:
+            markers, stable_end = transaction_outcomes(_walk(segments, start))
+        for batch in _walk(segments, start):
+            if max_records is not None and printed >= max_records:
+                break
+            if stable_end is not None and batch.base_offset >= stable_end:
+                break
+            if batch.is_control or (min_time is not None and batch.max_timestamp < min_time):
+                continue
+            if committed and batch.is_transactional and _aborted(batch, markers):
+                continue
+            for record in batch.records():
+                if record.offset < start or (min_time is not None and record.timestamp < min_time):
+                    continue
+                # Kafka's offsetsForTimes: everything after the first matching record is read in order.
+                min_time = None
+                click.echo(json.dumps(record_json(tp, batch, record, decode)))
+                printed += 1
+                if max_records is not None and printed >= max_records:
+                    break
