@@ -16,10 +16,14 @@ import click
 
 from cli.append_cmd import append
 from cli.checkpoints_cmd import checkpoints
+from cli.cleanup_cmd import cleanup
 from cli.common import one_line_errors, progress_enabled
 from cli.dump_cmd import dump
+from cli.flush_cmd import flush
 from cli.info_cmd import info
 from cli.read_cmd import read
+from cli.recover_cmd import recover
+from cli.serve_cmd import serve
 from logmgr.reindex import reindex as reindex_paths
 from logmgr.verify import verify_paths
 
@@ -134,3 +138,7 @@ main.add_command(info)
 main.add_command(checkpoints)
 main.add_command(append)
 main.add_command(read)
+main.add_command(flush)
+main.add_command(cleanup)
+main.add_command(recover)
+main.add_command(serve)
