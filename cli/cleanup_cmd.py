@@ -21,7 +21,7 @@ from checkpoints.offset_checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
-from cli.common import one_line_errors, progress_enabled
+from cli.common import ProgressBar, one_line_errors
 from logmgr.config import BrokerConfig, load_server_properties
 from logmgr.log_manager import CleanupReport, LogManager
 from logmgr.retention import (
@@ -249,19 +249,12 @@ def cleanup(
     if dry_run:
         _report_plans(plan_dir(broker, logdir, int(time.time() * 1000)), as_json)
         return
-    progress = None
-    if progress_enabled(as_json):
-
-        def progress(done: int, total: int, tp: TopicPartition) -> None:
-            click.echo(f"\r\x1b[Kloading {done}/{total} {tp}", nl=False, err=True)
-
-    manager = LogManager(broker, topic_overrides=INTERNAL_TOPIC_OVERRIDES, progress=progress)
-    manager.startup()
-    try:
-        report = manager.cleanup_logs()
-        deleted = manager.delete_logs()
-    finally:
-        manager.shutdown()
-    if progress is not None:
-        click.echo("\r\x1b[K", nl=False, err=True)
+    with ProgressBar("loading", as_json=as_json) as bar:
+        manager = LogManager(broker, topic_overrides=INTERNAL_TOPIC_OVERRIDES, progress=bar.update)
+        manager.startup()
+        try:
+            report = manager.cleanup_logs()
+            deleted = manager.delete_logs()
+        finally:
+            manager.shutdown()
     _report_run(report, deleted.deleted_bytes, as_json)

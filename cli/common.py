@@ -54,3 +54,34 @@ def one_line_errors(func: F) -> F:
 def progress_enabled(as_json: bool) -> bool:
     """Progress goes to a terminal only: never when piped or with ``--json``."""
     return not as_json and sys.stderr.isatty()
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, drawn only when :func:`progress_enabled` says so.
+
+    ``update(done, total, item)`` redraws ``[#####-----] done/total label item``; closing clears the line so the
+    command's own output starts on a clean line.
+    """
+
+    WIDTH = 30
+
+    def __init__(self, label: str, *, as_json: bool) -> None:
+        self.label = label
+        self.enabled = progress_enabled(as_json)
+
+    def update(self, done: int, total: int, item: object) -> None:
+        if not self.enabled:
+            return
+        filled = self.WIDTH * done // total if total > 0 else 0
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        click.echo(f"\r\x1b[K[{bar}] {done}/{total} {self.label} {item}", nl=False, err=True)
+
+    def close(self) -> None:
+        if self.enabled:
+            click.echo("\r\x1b[K", nl=False, err=True)
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,33 +1,34 @@
 """``logmgr``: an operator's toolbox for Kafka data directories.
 
-Exit codes: 0 success, 1 problems found or operation failed, 2 usage error. Errors are one line on stderr; ``--debug``
+Exit codes: 0 success, 1 problems found or operation failed, 2 usage error, 3 log dir locked by another process.
+Errors are one line on stderr; ``--debug``
 shows the traceback instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from cli.append_cmd import append
 from cli.checkpoints_cmd import checkpoints
 from cli.cleanup_cmd import cleanup
-from cli.common import one_line_errors, progress_enabled
+from cli.common import ProgressBar, one_line_errors
 from cli.dump_cmd import dump
 from cli.flush_cmd import flush
 from cli.info_cmd import info
 from cli.read_cmd import read
 from cli.recover_cmd import recover
 from cli.serve_cmd import serve
+from logmgr.dir_lock import LogDirLock
+from logmgr.reindex import find_logs
 from logmgr.reindex import reindex as reindex_paths
 from logmgr.verify import verify_paths
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,6 +41,18 @@ def main(debug: bool) -> None:
     Example:
         logmgr verify /var/lib/kafka/data
     """
+
+
+def _files_under(paths: tuple[Path, ...]) -> list[Path]:
+    """Every regular file below ``paths`` (symlinks not followed): the progress bar's total for ``verify``."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_file():
+            files.append(path)
+            continue
+        for root, _dirs, names in os.walk(path):
+            files.extend(Path(root) / name for name in names)
+    return files
 
 
 @main.command()
@@ -55,15 +68,16 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
         logmgr verify /var/lib/kafka/data
         logmgr verify /var/lib/kafka/data/orders-0/00000000000000000000.log --json
     """
-    progress: Callable[[Path], None] | None = None
-    if progress_enabled(as_json):
+    with ProgressBar("verifying", as_json=as_json) as bar:
+        total = sum(1 for _ in _files_under(paths)) if bar.enabled else 0
+        done = 0
 
         def progress(path: Path) -> None:
-            click.echo(f"\r\x1b[Kverifying {path}", nl=False, err=True)
+            nonlocal done
+            done += 1
+            bar.update(done, max(total, done), path.name)
 
-    report = verify_paths(paths, progress=progress)
-    if progress is not None:
-        click.echo("\r\x1b[K", nl=False, err=True)
+        report = verify_paths(paths, progress=progress)
     if as_json:
         click.echo(json.dumps(report.to_dict()))
     else:
@@ -97,7 +111,21 @@ def reindex(target: Path, out: Path | None, index_interval_bytes: int, as_json: 
     Example:
         logmgr reindex /var/lib/kafka/data/orders-0 --out /tmp/orders-0-indexes
     """
-    report = reindex_paths(target, out=out, index_interval_bytes=index_interval_bytes)
+    total = len(find_logs(target))
+    with contextlib.ExitStack() as stack:
+        if out is None:
+            # In place, reindex writes into the partition dir: never while a broker (or logmgr) holds the log dir.
+            partition_dir = target if target.is_dir() else target.parent
+            stack.enter_context(LogDirLock(partition_dir.parent))
+        bar = stack.enter_context(ProgressBar("reindexing", as_json=as_json))
+        done = 0
+
+        def progress(path: Path) -> None:
+            nonlocal done
+            done += 1
+            bar.update(done, total, path.name)
+
+        report = reindex_paths(target, out=out, index_interval_bytes=index_interval_bytes, progress=progress)
     for segment in report.segments:
         if as_json:
             click.echo(

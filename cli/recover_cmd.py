@@ -11,7 +11,7 @@ import click
 
 from checkpoints.clean_shutdown import CleanShutdownMarker
 from cli.cleanup_cmd import NO_SCHEDULED_JOBS_MS, broker_config
-from cli.common import one_line_errors, progress_enabled
+from cli.common import ProgressBar, one_line_errors
 from logmgr.dir_lock import is_locked_by_another_process
 from logmgr.errors import LogDirLockedError
 from logmgr.log import RecoveryStats
@@ -19,29 +19,22 @@ from logmgr.log_manager import LogManager
 from segments.naming import TopicPartition
 
 
-def recover_dir(log_dir: Path, *, show_progress: bool) -> dict[TopicPartition, RecoveryStats]:
+def recover_dir(log_dir: Path, *, as_json: bool) -> dict[TopicPartition, RecoveryStats]:
     """Recover ``log_dir`` as after an unclean shutdown: lock it, drop its clean-shutdown marker, load every log
     (Kafka's LogLoader) and close it cleanly; returns what each log's load did. Raises
     :class:`LogDirLockedError` (changing nothing) when another process holds the dir. O(bytes recovered)."""
     if is_locked_by_another_process(log_dir):
         raise LogDirLockedError(f"{log_dir}: locked by another process (a running broker or logmgr)")
     CleanShutdownMarker.remove(log_dir)
-    progress = None
-    if show_progress:
-
-        def progress(done: int, total: int, tp: TopicPartition) -> None:
-            click.echo(f"\r\x1b[Krecovering {done}/{total} {tp}", nl=False, err=True)
-
-    manager = LogManager(
-        broker_config([log_dir], None, log_initial_task_delay_ms=NO_SCHEDULED_JOBS_MS), progress=progress
-    )
-    manager.startup()
-    try:
-        stats = {log.topic_partition: log.recovery for log in manager.all_logs()}
-    finally:
-        manager.shutdown()
-    if progress is not None:
-        click.echo("\r\x1b[K", nl=False, err=True)
+    with ProgressBar("recovering", as_json=as_json) as bar:
+        manager = LogManager(
+            broker_config([log_dir], None, log_initial_task_delay_ms=NO_SCHEDULED_JOBS_MS), progress=bar.update
+        )
+        manager.startup()
+        try:
+            stats = {log.topic_partition: log.recovery for log in manager.all_logs()}
+        finally:
+            manager.shutdown()
     return stats
 
 
@@ -65,14 +58,13 @@ def recover(logdir: Path, dry_run: bool, as_json: bool) -> None:
         logmgr recover /var/lib/kafka/data --dry-run
         logmgr recover /var/lib/kafka/data --json
     """
-    show_progress = progress_enabled(as_json)
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="logmgr-recover-") as scratch:
             copy = Path(scratch) / logdir.name
             shutil.copytree(logdir, copy, symlinks=True)
-            stats = recover_dir(copy, show_progress=show_progress)
+            stats = recover_dir(copy, as_json=as_json)
     else:
-        stats = recover_dir(logdir, show_progress=show_progress)
+        stats = recover_dir(logdir, as_json=as_json)
     recovered = sum(s.recovered_segments for s in stats.values())
     truncated = sum(s.truncated_bytes for s in stats.values())
     for tp, stat in sorted(stats.items(), key=lambda kv: str(kv[0])):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from cli.main import main
@@ -115,3 +116,44 @@ def test_installed_entry_point(tmp_path: Path) -> None:
     done = subprocess.run([exe, "verify", str(tmp_path / "nope")], capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
+
+
+def test_reindex_in_place_refuses_a_locked_dir_with_exit_3(tmp_path: Path) -> None:
+    partition = _partition(tmp_path)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.lockf(f, fcntl.LOCK_EX); print('locked', flush=True); "
+            "sys.stdin.read()",
+            str(tmp_path / ".lock"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        before = {p.name: p.read_bytes() for p in partition.iterdir()}
+        result = CliRunner().invoke(main, ["reindex", str(partition)])
+        assert result.exit_code == 3, result.output
+        assert {p.name: p.read_bytes() for p in partition.iterdir()} == before
+        # Writing elsewhere (--out) does not touch the locked dir and is allowed.
+        assert CliRunner().invoke(main, ["reindex", "--out", str(tmp_path / "out"), str(partition)]).exit_code == 0
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=10)
+
+
+def test_progress_bar_draws_only_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.common import ProgressBar
+
+    with ProgressBar("verifying", as_json=False) as bar:  # stderr is captured, not a terminal
+        bar.update(1, 2, "x")
+    assert capsys.readouterr().err == ""
+    with ProgressBar("verifying", as_json=False) as bar:
+        bar.enabled = True
+        bar.update(1, 2, "x")
+    err = capsys.readouterr().err
+    assert "[" + "#" * 15 + "-" * 15 + "] 1/2 verifying x" in err and err.endswith("\r\x1b[K")
