@@ -31,7 +31,6 @@ from logmgr.retention import (
     RetentionSettings,
     SegmentInfo,
     apply_plan,
-    in_delete_window,
     plan_disk_pressure,
     plan_retention,
     plans_by_log,
@@ -122,7 +121,7 @@ def plan_dir(broker: BrokerConfig, log_dir: Path, now_ms: int) -> dict[TopicPart
         usage = shutil.disk_usage(log_dir)
         deletable = {tp: s for tp, s in snapshots.items() if settings[tp].delete_enabled}
         plans.update(plans_by_log(deletable, plan_disk_pressure(deletable, usage.used, usage.total, ratio)))
-    allowed = in_delete_window(now_ms, broker.delete_when, None)
+    allowed = broker.delete_window_open(now_ms)
     for tp, snapshot in snapshots.items():
         pressure = plans.get(tp)
         current = snapshot if pressure is None else apply_plan(snapshot, pressure, now_ms)

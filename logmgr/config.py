@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
@@ -46,6 +45,7 @@ from typing import Any, Literal, TypeVar
 
 from checkpoints.meta_properties import JAVA_TRIMMED, logical_lines, split_entry
 from logmgr.errors import ConfigError
+from logmgr.retention import in_delete_window
 from segments.java_numbers import INT32_MIN, INT64_MAX, check_java_int, parse_java_int
 
 ConfigValue = str | int | float | bool
@@ -537,7 +537,7 @@ class BrokerConfig:
         Always true when no window is configured. Local time is the process's time zone, as RocketMQ's
         ``deleteWhen`` uses.
         """
-        return self.delete_when is None or time.localtime(epoch_ms // 1000).tm_hour in self.delete_when
+        return in_delete_window(epoch_ms, self.delete_when, None)
 
 
 # Settings resolved from the first key present, in precedence order, times a unit factor (KafkaConfig's

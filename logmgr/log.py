@@ -701,9 +701,7 @@ class Log:
         """What the pure retention policies see of this log. O(segments)."""
         # Under the lock: largest_timestamp() may stat a segment's file, which truncation or retention renames.
         with self._lock:
-            segments = tuple(
-                SegmentInfo(s.base_offset, s.size, s.largest_timestamp(), s.size == 0) for s in self.segments.values()
-            )
+            segments = tuple(SegmentInfo.of(s) for s in self.segments.values())
             return LogSnapshot(segments, self._log_end_offset, self._log_start_offset, self.high_watermark)
 
     def plan_retention(self, now_ms: int, *, time_rule_allowed: bool = True) -> RetentionPlan:

@@ -43,7 +43,6 @@ from logmgr.retention import (
     LogSnapshot,
     PlannedDeletion,
     disk_usage_state,
-    in_delete_window,
     plan_disk_pressure,
     plan_manual_cleanup,
     plans_by_log,
@@ -411,7 +410,7 @@ class LogManager:
         window and manual requests. O(logs x segments)."""
         report = CleanupReport()
         now = self.clock.time_ms()
-        time_rule_allowed = in_delete_window(now, self.broker.delete_when, None)
+        time_rule_allowed = self.broker.delete_window_open(now)
         with self._lock:
             manual = self._manual_cleanup_requests
             self._manual_cleanup_requests = 0
@@ -423,10 +422,12 @@ class LogManager:
             # `delete`); the space-management policies touch `delete` logs only.
             retained = {tp: log for tp, log in log_dir.logs.items() if not log.config.compact}
             logs = {tp: log for tp, log in retained.items() if log.config.delete}
-            self._apply_disk_pressure(log_dir, logs, report)
+            snapshots = {tp: log.snapshot() for tp, log in logs.items()}
+            self._apply(logs, snapshots, self._disk_pressure_plan(log_dir, snapshots), report)
             if manual:
+                # Fresh snapshots: disk pressure may just have deleted segments of these logs.
                 snapshots = {tp: log.snapshot() for tp, log in logs.items()}
-                self._apply(logs, plan_manual_cleanup(snapshots, manual), report)
+                self._apply(logs, snapshots, plan_manual_cleanup(snapshots, manual), report)
             for tp, log in retained.items():
                 try:
                     plan = log.delete_old_segments(time_rule_allowed=time_rule_allowed)
@@ -442,42 +443,26 @@ class LogManager:
             logger.info("cleanup scheduled %d bytes for deletion", report.bytes_freed)
         return report
 
-    def plan_cleanup(self) -> CleanupReport:
-        """What :meth:`cleanup_logs` would delete now (retention and disk pressure), changing nothing. O(logs x
-        segments)."""
-        report = CleanupReport()
-        now = self.clock.time_ms()
-        time_rule_allowed = in_delete_window(now, self.broker.delete_when, None)
-        for log_dir in self.log_dirs():
-            retained = {tp: log for tp, log in log_dir.logs.items() if not log.config.compact}
-            logs = {tp: log for tp, log in retained.items() if log.config.delete}
-            for tp, deletion in self._disk_pressure_plan(log_dir, logs):
-                report.add(tp, [deletion])
-            for tp, log in retained.items():
-                plan = log.plan_retention(now, time_rule_allowed=time_rule_allowed)
-                report.add(tp, plan.deletions)
-                if plan.roll_first:
-                    report.rolled.append(tp)
-        return report
-
-    def _disk_pressure_plan(self, log_dir: LogDir, logs: Mapping[TopicPartition, Log]) -> list[tuple[TopicPartition, PlannedDeletion]]:
+    def _disk_pressure_plan(
+        self, log_dir: LogDir, snapshots: Mapping[TopicPartition, LogSnapshot]
+    ) -> list[tuple[TopicPartition, PlannedDeletion]]:
         ratio = self.broker.disk_usage_clean_ratio
-        if ratio is None or not logs:
+        if ratio is None or not snapshots:
             return []
         used, total = self._disk_usage(log_dir.path)
-        snapshots: dict[TopicPartition, LogSnapshot] = {tp: log.snapshot() for tp, log in logs.items()}
         # Segments already renamed to .deleted will free their space shortly: count them as gone, so one burst of
         # pressure does not delete more than needed while physical deletion waits for its delay.
         projected_used = max(0, used - self.deleter.pending_bytes())
         return plan_disk_pressure(snapshots, projected_used, total, ratio)
 
-    def _apply_disk_pressure(self, log_dir: LogDir, logs: Mapping[TopicPartition, Log], report: CleanupReport) -> None:
-        self._apply(logs, self._disk_pressure_plan(log_dir, logs), report)
-
     def _apply(
-        self, logs: Mapping[TopicPartition, Log], picked: Iterable[tuple[TopicPartition, PlannedDeletion]], report: CleanupReport
+        self,
+        logs: Mapping[TopicPartition, Log],
+        snapshots: Mapping[TopicPartition, LogSnapshot],
+        picked: Iterable[tuple[TopicPartition, PlannedDeletion]],
+        report: CleanupReport,
     ) -> None:
-        snapshots = {tp: log.snapshot() for tp, log in logs.items()}
+        """Apply picks planned from ``snapshots`` (the same snapshots group them into per-log plans)."""
         for tp, plan in plans_by_log(snapshots, picked).items():
             logs[tp].apply_deletions([d.base_offset for d in plan.deletions], plan.roll_first, reason=plan.deletions[0].reason)
             report.add(tp, plan.deletions)
