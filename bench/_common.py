@@ -82,6 +82,23 @@ _WORDS = (
 )
 
 
+def bench_main(
+    doc: str | None,
+    run: Callable[[argparse.Namespace], object],
+    argv: list[str] | None,
+    *,
+    sized: bool = True,
+    add_args: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> None:
+    """The command-line entry point every benchmark script shares: common options, its own, then ``run``. O(1)
+    plus the run."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(parser, sized=sized)
+    if add_args is not None:
+        add_args(parser)
+    run(parser.parse_args(argv))
+
+
 def add_common_args(parser: argparse.ArgumentParser, *, sized: bool = True) -> None:
     """Options every benchmark takes: data size, ``--quick``, repeats and the data directory. O(1)."""
     if sized:

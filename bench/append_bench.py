@@ -32,7 +32,7 @@ import record_codec
 from _common import (
     MIB,
     SEGMENT_RECORDS_PER_BATCH,
-    add_common_args,
+    bench_main,
     best_of,
     fresh_dir,
     mb_per_s,
@@ -321,10 +321,7 @@ def run(args: argparse.Namespace) -> AppendResult:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point. O(runs * size)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(parser, sized=False)
-    add_args(parser)
-    run(parser.parse_args(argv))
+    bench_main(__doc__, run, argv, sized=False, add_args=add_args)
 
 
 if __name__ == "__main__":

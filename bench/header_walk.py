@@ -24,7 +24,7 @@ from pathlib import Path
 from _common import (
     READ_CHUNK,
     Segment,
-    add_common_args,
+    bench_main,
     best_of,
     mb_per_s,
     profile,
@@ -183,11 +183,7 @@ def run(args: argparse.Namespace) -> HeaderWalkResult:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point. O(runs * size)."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_common_args(parser)
-    run(parser.parse_args(argv))
+    bench_main(__doc__, run, argv)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from _common import (
     MIB,
     SEGMENT_RECORDS_PER_BATCH,
     SEGMENT_START_TIMESTAMP,
-    add_common_args,
+    bench_main,
     fresh_dir,
     percentile,
     profile,
@@ -364,10 +364,7 @@ def run(args: argparse.Namespace) -> LookupResult:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point. O(size + runs * lookups)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(parser, sized=False)
-    add_args(parser)
-    run(parser.parse_args(argv))
+    bench_main(__doc__, run, argv, sized=False, add_args=add_args)
 
 
 if __name__ == "__main__":

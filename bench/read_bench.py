@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import record_codec
-from _common import MIB, add_common_args, best_of, fresh_dir, mb_per_s, profile, repeats, shown, table
+from _common import MIB, bench_main, best_of, fresh_dir, mb_per_s, profile, repeats, shown, table
 
 from logmgr.config import LogConfig
 from logmgr.log import Log
@@ -235,10 +235,7 @@ def run(args: argparse.Namespace) -> ReadResult:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point. O(runs * size)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(parser, sized=False)
-    add_args(parser)
-    run(parser.parse_args(argv))
+    bench_main(__doc__, run, argv, sized=False, add_args=add_args)
 
 
 if __name__ == "__main__":

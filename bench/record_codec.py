@@ -30,7 +30,7 @@ from importlib.metadata import PackageNotFoundError, version
 from itertools import starmap
 from typing import Any, Protocol
 
-from _common import add_common_args, best_of, profile, repeats, table, text_value
+from _common import bench_main, best_of, profile, repeats, table, text_value
 
 from segments.compression import CompressionType
 from segments.records import DefaultRecordBatch, Header, SimpleRecord, build_batch
@@ -351,12 +351,7 @@ def add_args(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point. O(runs * impls * records)."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_common_args(parser, sized=False)
-    add_args(parser)
-    run(parser.parse_args(argv))
+    bench_main(__doc__, run, argv, sized=False, add_args=add_args)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from pathlib import Path
 from _common import (
     READ_CHUNK,
     SEGMENT_RECORDS_PER_BATCH,
-    add_common_args,
+    bench_main,
     fresh_dir,
     mb_per_s,
     profile,
@@ -429,10 +429,7 @@ def load_in_this_thread(data: StartupData, broker: BrokerConfig, *, clean: bool)
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point. O(runs * dir)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_common_args(parser, sized=False)
-    add_args(parser)
-    run(parser.parse_args(argv))
+    bench_main(__doc__, run, argv, sized=False, add_args=add_args)
 
 
 if __name__ == "__main__":
