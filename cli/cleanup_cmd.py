@@ -22,6 +22,7 @@ from checkpoints.offset_checkpoint import (
     OffsetCheckpointFile,
 )
 from cli.common import ProgressBar, one_line_errors
+from cli.info_cmd import readonly_segments
 from logmgr.config import BrokerConfig, load_server_properties
 from logmgr.log_manager import CleanupReport, LogManager
 from logmgr.retention import (
@@ -36,8 +37,7 @@ from logmgr.retention import (
     plans_by_log,
 )
 from segments.errors import StorageFormatError
-from segments.log_segment import LogSegment
-from segments.naming import PartitionDirName, TopicPartition, offset_from_file_name
+from segments.naming import PartitionDirName, TopicPartition
 
 # Kafka creates its internal topics with cleanup.policy=compact; the topic configs themselves live in ZooKeeper
 # or the KRaft metadata log, out of reach offline, so these are the overrides an offline run can know.
@@ -66,36 +66,23 @@ def _snapshot(
     watermarks: Mapping[TopicPartition, int],
 ) -> LogSnapshot | None:
     """The retention view of one partition dir from its files, opened read-only; None without a ``.log``."""
-    bases = sorted(offset_from_file_name(p.name) for p in partition_dir.glob("*.log"))
-    if not bases:
-        return None
-    infos = []
-    log_end = 0
-    for base in bases:
-        segment = LogSegment.open(partition_dir, base, writable=False)
-        try:
-            infos.append(SegmentInfo.of(segment))
-            log_end = segment.read_next_offset()
-        finally:
-            segment.close()
-    start = min(max(starts.get(tp, 0), bases[0]), log_end)
+    with readonly_segments(partition_dir) as segments:
+        if not segments:
+            return None
+        infos = tuple(SegmentInfo.of(segment) for segment in segments)
+        first_base = segments[0].base_offset
+        log_end = segments[-1].read_next_offset()
+    start = min(max(starts.get(tp, 0), first_base), log_end)
     high_watermark = max(start, min(watermarks.get(tp, log_end), log_end))
-    return LogSnapshot(tuple(infos), log_end, start, high_watermark)
+    return LogSnapshot(infos, log_end, start, high_watermark)
 
 
 def plan_dir(broker: BrokerConfig, log_dir: Path, now_ms: int) -> dict[TopicPartition, RetentionPlan]:
     """What one cleanup run of a LogManager on ``log_dir`` would delete (disk pressure first, then each log's
     retention on what is left), from the files alone: nothing is opened for writing. O(segments)."""
-    starts = (
-        OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read()
-        if (log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).exists()
-        else {}
-    )
-    watermarks = (
-        OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE).read()
-        if (log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE).exists()
-        else {}
-    )
+    # A missing checkpoint reads as empty.
+    starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read()
+    watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE).read()
     snapshots: dict[TopicPartition, LogSnapshot] = {}
     settings: dict[TopicPartition, RetentionSettings] = {}
     for child in sorted(log_dir.iterdir()):
