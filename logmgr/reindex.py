@@ -126,13 +126,13 @@ def _reindex_segment(
         )
         try:
             result = segment.rebuild_indexes(transactions=tracker)
+            # What close() does to a clean segment: final time-index entry, both indexes trimmed.
+            segment.on_become_inactive_segment()
             offset_entries = segment.offset_index.entries
+            time_count = segment.time_index.entries
             aborted = len(segment.txn_index.all_aborted_txns())
         finally:
             segment.close()
-        time_entries = TimeIndex(time_index_file(staging, base), base, writable=False)
-        time_count = time_entries.entries
-        time_entries.close()
         written = []
         for build, final in (
             (offset_index_file(staging, base), offset_index_file(destination, base)),
