@@ -22,8 +22,8 @@ from checkpoints.offset_checkpoint import (
     OffsetCheckpointFile,
 )
 from cli.common import ProgressBar, one_line_errors
-from cli.info_cmd import readonly_segments
 from logmgr.config import BrokerConfig, load_server_properties
+from logmgr.log_dirs import readonly_segments
 from logmgr.log_manager import CleanupReport, LogManager
 from logmgr.retention import (
     LogSnapshot,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,54 +22,13 @@ from checkpoints import (
     read_producer_snapshot,
 )
 from cli.common import one_line_errors
-from segments.errors import InvalidPartitionDirError
-from segments.log_segment import LogSegment
+from logmgr.log_dirs import partition_dirs, readonly_segments
 from segments.naming import (
-    LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
-    PartitionDirName,
     TopicPartition,
     offset_from_file_name,
 )
 from segments.records import DefaultRecordBatch
-
-
-@contextlib.contextmanager
-def readonly_segments(partition_dir: Path) -> Iterator[list[LogSegment]]:
-    """The segments of ``partition_dir`` opened read-only, by base offset, closed on exit. O(segments).
-
-    A missing index reads as empty, so a dir with trimmed or absent indexes is still readable; no file is
-    created, resized or renamed.
-    """
-    bases = sorted(
-        offset_from_file_name(path.name)
-        for path in partition_dir.iterdir()
-        if path.name.endswith(LOG_SUFFIX) and path.is_file()
-    )
-    opened: list[LogSegment] = []
-    try:
-        for base in bases:
-            opened.append(LogSegment.open(partition_dir, base, writable=False))
-        yield opened
-    finally:
-        for segment in opened:
-            segment.log.close()
-
-
-def partition_dirs(log_dir: Path) -> list[tuple[TopicPartition, Path]]:
-    """Live partition dirs of ``log_dir`` (``-delete``/``-future``/``-stray`` and other dirs skipped), sorted by
-    topic and partition. O(entries)."""
-    found = []
-    for child in log_dir.iterdir():
-        if not child.is_dir():
-            continue
-        try:
-            parsed = PartitionDirName.parse(child.name)
-        except InvalidPartitionDirError:
-            continue
-        if parsed.kind == "live":
-            found.append((parsed.topic_partition, child))
-    return sorted(found, key=lambda item: (item[0].topic, item[0].partition))
 
 
 @dataclass

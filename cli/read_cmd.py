@@ -13,7 +13,7 @@ import click
 
 from checkpoints import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from cli.common import Failure, one_line_errors
-from cli.info_cmd import readonly_segments
+from logmgr.log_dirs import readonly_segments
 from segments.log_segment import LogSegment
 from segments.naming import TopicPartition
 from segments.records import ControlRecordType, Record, RecordBatch
