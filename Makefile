@@ -7,11 +7,12 @@ PYTHON ?= python3
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	# compat mode puts the project root on sys.path, so Spark's scan for pyspark_* modules finds pyspark_logmgr.
+	$(PY) -m pip install --quiet -e '.[dev,spark]' --config-settings editable_mode=compat
 	touch $@
 
 $(VENV)/.bench-installed: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,bench]' --config-settings editable_mode=compat
 	touch $@
 
 run: $(VENV)/.installed

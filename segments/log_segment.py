@@ -471,10 +471,13 @@ class LogSegment:
         # Kafka re-reads the max only if one was known; it comes from the last time-index entry left plus a scan
         # of the batches after it (the time index may have lost every entry to the truncation).
         if self.max_timestamp_so_far >= 0:
-            self._max_timestamp_and_offset = self._read_largest_timestamp()
+            self._max_timestamp_and_offset = self.read_largest_timestamp()
         return removed
 
-    def _read_largest_timestamp(self) -> TimestampOffset:
+    def read_largest_timestamp(self) -> TimestampOffset:
+        """The largest batch max timestamp and its batch's last offset, from the last time-index entry plus the
+        batches after it: exact even for a segment whose last entry is missing or lags (an active segment, or one
+        left by a crash). O(log n + bytes after the last entry)."""
         last = self.time_index.last_entry
         best = last
         for found in self.log.batches(self.offset_index.lookup(last.offset).position):

@@ -1,0 +1,457 @@
+"""Record batches decoded into Arrow columns in bulk.
+
+A magic-2 batch is a header plus ``records_count`` length-prefixed records. Only the record *lengths* need a
+Python loop (each record's start depends on the previous length); every field inside the records is then
+decoded for all records of many batches at once with numpy: zig-zag varints are unpacked byte-column by
+byte-column, keys and values are gathered from the concatenated records regions with one mask and one
+compaction each, and the Arrow arrays are built straight from those buffers. Headers, rare in practice, are
+decoded per record and only when asked for.
+
+Every record is checked as strictly as :func:`segments.records.decode_records` checks it: a field running past
+its record, a varint longer than its type allows or bytes left over raise :class:`CorruptRecordError`; the
+batch is then decoded again by the scalar decoder so the error carries its exact message and position.
+
+Magic 0/1 messages are decoded by :mod:`segments.legacy` (one Python object per record) and converted with
+``pyarrow.array``; such data is small and old.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from typing import NoReturn
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from logmgr.spark.schema import OutputColumns, arrow_schema
+from segments.errors import CorruptRecordError
+from segments.records import RECORD_BATCH_OVERHEAD, DefaultRecordBatch, Record, RecordBatch, TimestampType
+from segments.varint import decode_varint
+
+# A chunk is flushed as one Arrow batch at this many rows or this many bytes of records, whichever comes first:
+# big enough that numpy's per-call overhead vanishes, small enough to bound a task's memory.
+TARGET_ROWS = 65_536
+TARGET_BYTES = 32 * 1024 * 1024
+
+# Spark turns Kafka's epoch milliseconds into microseconds with an exact multiplication; beyond this it fails.
+_MAX_SPARK_MILLIS = (2**63 - 1) // 1000
+
+_I64 = npt.NDArray[np.int64]
+_U8 = npt.NDArray[np.uint8]
+_BOOL = npt.NDArray[np.bool_]
+
+# The varint readers look up to 10 bytes past a start; the concatenated buffer is padded so they never fault.
+_PAD = bytes(16)
+
+
+class _Corrupt(Exception):
+    """Raised inside the vectorised decode with the failing row (then re-raised with the failing batch's index);
+    the caller re-decodes that batch with the scalar decoder to get the precise error."""
+
+    def __init__(self, row: int) -> None:
+        super().__init__(row)
+        self.row = row
+        self.batch = row
+
+
+def _varints(buf: _U8, pos: _I64, max_bytes: int, bits: int) -> tuple[_I64, _I64]:
+    """Zig-zag varints (``bits`` = 32 or 64) at every position of ``pos``: ``(values, sizes)``.
+
+    Raises :class:`_Corrupt` for an encoding longer than ``max_bytes``. O(len(pos) x bytes per varint)."""
+    first = buf[pos]
+    raw = (first & 0x7F).astype(np.uint64)
+    size = np.ones(len(pos), dtype=np.int64)
+    pending = np.flatnonzero(first >= 0x80)
+    shift = 7
+    while len(pending):
+        if shift >= 7 * max_bytes:
+            raise _Corrupt(int(pending[0]))
+        byte = buf[pos[pending] + size[pending]]
+        raw[pending] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
+        size[pending] += 1
+        pending = pending[byte >= 0x80]
+        shift += 7
+    if bits == 32:
+        # Java's int arithmetic drops bits above 32, as segments.varint does.
+        raw &= np.uint64(0xFFFFFFFF)
+        half = (raw >> np.uint64(1)).astype(np.int64)
+        return half ^ -(raw & np.uint64(1)).astype(np.int64), size
+    half = (raw >> np.uint64(1)).astype(np.int64)
+    return half ^ -(raw & np.uint64(1)).astype(np.int64), size
+
+
+def _gather(buf: _U8, starts: _I64, lengths: _I64) -> tuple[_U8, npt.NDArray[np.int32]]:
+    """Concatenate ``buf[starts[i]:starts[i]+lengths[i]]`` (non-overlapping, ascending) and their Arrow offsets.
+
+    One +1/-1 marker array, one running sum and one boolean compaction: O(len(buf) + len(starts))."""
+    offsets = np.zeros(len(starts) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total == 0:
+        return np.empty(0, dtype=np.uint8), offsets
+    # Fields of one kind never touch (other fields lie between them), so starts and ends are distinct bytes.
+    nonempty = lengths > 0
+    marks = np.zeros(len(buf) + 1, dtype=np.int8)
+    marks[starts[nonempty]] = 1
+    marks[starts[nonempty] + lengths[nonempty]] = -1
+    inside = np.cumsum(marks[:-1], dtype=np.int8).view(np.bool_)
+    return buf[: len(inside)][inside], offsets
+
+
+def _binary_array(data: _U8, offsets: npt.NDArray[np.int32], valid: _BOOL | None, type_: pa.DataType) -> pa.Array:
+    n = len(offsets) - 1
+    if valid is None or bool(valid.all()):
+        return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    bitmap = np.packbits(valid, bitorder="little")
+    return pa.Array.from_buffers(
+        type_, n, [pa.py_buffer(bitmap), pa.py_buffer(offsets), pa.py_buffer(data)], null_count=int(n - valid.sum())
+    )
+
+
+def constant_string_array(text: str, n: int) -> pa.Array:
+    """A string column holding ``text`` ``n`` times, built from two buffers. O(n x len(text))."""
+    encoded = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(encoded)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(encoded * n)])
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A queued magic-2 batch: its view, its (decompressed) records region, where it starts in the ``.log``, and
+    the start/end of every record body inside the region."""
+
+    batch: DefaultRecordBatch
+    region: bytes | memoryview
+    position: int
+    starts: list[int]
+    ends: list[int]
+
+
+class ColumnarDecoder:
+    """Accumulates the batches of one segment slice and emits :class:`pyarrow.RecordBatch` es in Spark's Kafka
+    schema (plus the requested extra columns).
+
+    ``add`` frames a batch's records (the only per-record Python work); ``flush`` decodes every other field of
+    the queued records at once. Records outside ``[min_offset, max_offset)`` are dropped. Errors name
+    ``path`` and the byte position in it.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        topic: str,
+        partition: int,
+        columns: OutputColumns,
+        *,
+        min_offset: int,
+        max_offset: int,
+    ) -> None:
+        self.path = path
+        self.topic = topic
+        self.partition = partition
+        self.segment = os.path.basename(path)
+        self.columns = columns
+        self.schema = arrow_schema(columns)
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+        self.dropped = 0  # batches dropped as corrupt by flush(skip_corrupt=True), cumulative
+        self._pending: list[_Pending] = []
+        self._legacy: list[tuple[RecordBatch, list[Record]]] = []
+        self._rows = 0
+        self._bytes = 0
+
+    @property
+    def pending_rows(self) -> int:
+        """Records queued and not yet flushed. O(1)."""
+        return self._rows
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of records regions queued. O(1)."""
+        return self._bytes
+
+    @property
+    def holds_legacy(self) -> bool:
+        """Whether the queue holds magic 0/1 messages (the two kinds are flushed separately). O(1)."""
+        return bool(self._legacy)
+
+    def add(self, batch: DefaultRecordBatch, region: bytes | memoryview, *, position: int) -> None:
+        """Queue a magic-2 batch found at ``position`` whose (decompressed) records region is ``region``.
+        O(records).
+
+        Raises :class:`CorruptRecordError` when the lengths do not frame exactly ``records_count`` records.
+        """
+        if self._legacy:
+            raise RuntimeError("flush legacy rows before adding magic-2 batches")
+        count = batch.count_records()
+        end = len(region)
+        starts: list[int] = []
+        ends: list[int] = []
+        pos = 0
+        try:
+            if count > end:
+                raise IndexError
+            for _ in range(count):
+                first = region[pos]
+                if first < 0x80:
+                    size, body = (first >> 1) ^ -(first & 1), pos + 1
+                else:
+                    second = region[pos + 1]
+                    if second < 0x80:
+                        raw = (first & 0x7F) | (second << 7)
+                        size, body = (raw >> 1) ^ -(raw & 1), pos + 2
+                    else:
+                        size, body = decode_varint(region, pos)
+                if size < 6 or body + size > end:
+                    raise IndexError
+                starts.append(body)
+                pos = body + size
+                ends.append(pos)
+        except (IndexError, CorruptRecordError):
+            self._raise_for(batch, position)
+        if pos != end:
+            self._raise_for(batch, position)
+        self._pending.append(_Pending(batch, region, position, starts, ends))
+        self._rows += count
+        self._bytes += end
+
+    def add_legacy(self, batch: RecordBatch, *, position: int) -> None:
+        """Queue a magic 0/1 message (a plain message or a compressed wrapper) found at ``position``. O(size)."""
+        if self._pending:
+            raise RuntimeError("flush magic-2 rows before adding legacy batches")
+        try:
+            records = batch.records()
+        except CorruptRecordError as err:
+            raise err.at(self.path, position_base=position) from None
+        self._legacy.append((batch, records))
+        self._rows += len(records)
+
+    def flush(self, *, skip_corrupt: bool = False) -> pa.RecordBatch | None:
+        """The queued records as one Arrow batch (``None`` when nothing survives the offset bounds). O(bytes).
+
+        A corrupt record raises :class:`CorruptRecordError`; with ``skip_corrupt`` its batch is dropped (and
+        counted in :attr:`dropped`) and the rest decoded.
+        """
+        try:
+            if self._legacy:
+                return self._flush_legacy()
+            while self._pending:
+                try:
+                    return self._flush_v2()
+                except _Corrupt as bad:
+                    culprit = self._pending[bad.batch]
+                    if not skip_corrupt:
+                        self._raise_for(culprit.batch, culprit.position)
+                    self.dropped += 1
+                    del self._pending[bad.batch]
+            return None
+        finally:
+            self._pending = []
+            self._legacy = []
+            self._rows = 0
+            self._bytes = 0
+
+    # -- magic 2 ----------------------------------------------------------------------------------------------
+
+    def _raise_for(self, batch: RecordBatch, position: int) -> NoReturn:
+        # The scalar decoder names the exact defect and its position inside the batch.
+        try:
+            batch.records()
+        except CorruptRecordError as err:
+            raise err.at(self.path, position_base=position) from None
+        raise CorruptRecordError(
+            "records do not match their declared lengths", path=self.path, position=position + RECORD_BATCH_OVERHEAD
+        )
+
+    def _flush_v2(self) -> pa.RecordBatch | None:
+        pending = self._pending
+        buf = np.frombuffer(b"".join([*(entry.region for entry in pending), _PAD]), dtype=np.uint8)
+        counts = np.array([len(entry.starts) for entry in pending], dtype=np.int64)
+        shifts = np.zeros(len(pending), dtype=np.int64)
+        np.cumsum([len(entry.region) for entry in pending[:-1]], out=shifts[1:])
+        shift = np.repeat(shifts, counts)
+        starts = np.fromiter(itertools.chain.from_iterable(e.starts for e in pending), np.int64, len(shift)) + shift
+        ends = np.fromiter(itertools.chain.from_iterable(e.ends for e in pending), np.int64, len(shift)) + shift
+        try:
+            decoded = self._decode_fields(buf, starts, ends, counts)
+        except _Corrupt as bad:
+            raise _Corrupt(int(np.searchsorted(np.cumsum(counts), bad.row, side="right"))) from None
+        return self._assemble(decoded, counts)
+
+    def _decode_fields(self, buf: _U8, starts: _I64, ends: _I64, counts: _I64) -> dict[str, object]:
+        n = len(starts)
+        pos = starts + 1  # skip the attributes byte
+        timestamp_delta, size = _varints(buf, pos, 10, 64)
+        pos += size
+        offset_delta, size = _varints(buf, pos, 5, 32)
+        pos += size
+        key_size, size = _varints(buf, pos, 5, 32)
+        pos += size
+        key_start = pos
+        key_len = np.maximum(key_size, 0)
+        pos = pos + key_len
+        _check(pos <= ends)
+        value_size, size = _varints(buf, pos, 5, 32)
+        pos += size
+        value_start = pos
+        value_len = np.maximum(value_size, 0)
+        pos = pos + value_len
+        _check(pos < ends)  # the header count is still to come
+        header_count, size = _varints(buf, pos, 5, 32)
+        pos += size
+        _check(header_count >= 0)
+        _check(header_count <= ends - pos)
+        no_headers = header_count == 0
+        _check(pos[no_headers] == ends[no_headers])
+
+        batches = [entry.batch for entry in self._pending]
+        batch_base_offset = np.repeat(np.array([b.base_offset for b in batches], dtype=np.int64), counts)
+        offsets = batch_base_offset + offset_delta
+        base_ts = np.repeat(np.array([b.base_timestamp for b in batches], dtype=np.int64), counts)
+        timestamps = base_ts + timestamp_delta
+        append_time = np.array([b.timestamp_type is TimestampType.LOG_APPEND_TIME for b in batches])
+        if append_time.any():
+            # LogAppendTime: every record reports the batch's max timestamp (the broker's append time).
+            per_row = np.repeat(append_time, counts)
+            max_ts = np.repeat(np.array([b.max_timestamp for b in batches], dtype=np.int64), counts)
+            timestamps = np.where(per_row, max_ts, timestamps)
+            timestamp_type = per_row.astype(np.int32)
+        else:
+            timestamp_type = np.zeros(n, dtype=np.int32)
+        headers = None
+        if self.columns.headers:
+            headers = _headers(buf, pos, ends, header_count)
+        elif not bool(no_headers.all()):
+            # Not returned, but checked as the scalar decoder would check them.
+            _headers(buf, pos, ends, header_count)
+        return {
+            "key": _binary_array(*_gather(buf, key_start, key_len), key_size >= 0, pa.binary()),
+            "value": _binary_array(*_gather(buf, value_start, value_len), value_size >= 0, pa.binary()),
+            "offset": offsets,
+            "timestamp": timestamps,
+            "timestampType": timestamp_type,
+            "headers": headers,
+            "batchBaseOffset": batch_base_offset,
+        }
+
+    def _assemble(self, decoded: dict[str, object], counts: _I64) -> pa.RecordBatch | None:
+        batches = [entry.batch for entry in self._pending]
+        offsets: _I64 = decoded["offset"]  # type: ignore[assignment]
+        timestamps: _I64 = decoded["timestamp"]  # type: ignore[assignment]
+        n = len(offsets)
+        arrays: dict[str, pa.Array] = {
+            "key": decoded["key"],  # type: ignore[dict-item]
+            "value": decoded["value"],  # type: ignore[dict-item]
+            "topic": constant_string_array(self.topic, n),
+            "partition": pa.array(np.full(n, self.partition, dtype=np.int32)),
+            "offset": pa.array(offsets),
+            "timestamp": pa.array(_spark_micros(timestamps), type=pa.timestamp("us", tz="UTC")),
+            "timestampType": pa.array(decoded["timestampType"]),
+        }
+        if self.columns.headers:
+            arrays["headers"] = decoded["headers"]  # type: ignore[assignment]
+        if self.columns.producer_id:
+            arrays["producerId"] = pa.array(
+                np.repeat(np.array([b.producer_id for b in batches], dtype=np.int64), counts)
+            )
+        if self.columns.is_transactional:
+            arrays["isTransactional"] = pa.array(np.repeat(np.array([b.is_transactional for b in batches]), counts))
+        if self.columns.segment:
+            arrays["segment"] = constant_string_array(self.segment, n)
+        if self.columns.batch_base_offset:
+            arrays["batchBaseOffset"] = pa.array(decoded["batchBaseOffset"])
+        table = pa.RecordBatch.from_arrays([arrays[field.name] for field in self.schema], schema=self.schema)
+        if offsets[0] < self.min_offset or offsets[-1] >= self.max_offset:  # offsets ascend within a partition
+            keep = (offsets >= self.min_offset) & (offsets < self.max_offset)
+            if not bool(keep.all()):
+                table = table.filter(pa.array(keep))
+        return table if table.num_rows else None
+
+    # -- magic 0/1 --------------------------------------------------------------------------------------------
+
+    def _flush_legacy(self) -> pa.RecordBatch | None:
+        rows: list[tuple[RecordBatch, Record]] = [
+            (batch, record)
+            for batch, records in self._legacy
+            for record in records
+            if self.min_offset <= record.offset < self.max_offset
+        ]
+        if not rows:
+            return None
+        n = len(rows)
+        arrays: dict[str, pa.Array] = {
+            "key": pa.array([record.key for _, record in rows], type=pa.binary()),
+            "value": pa.array([record.value for _, record in rows], type=pa.binary()),
+            "topic": constant_string_array(self.topic, n),
+            "partition": pa.array(np.full(n, self.partition, dtype=np.int32)),
+            "offset": pa.array([record.offset for _, record in rows], type=pa.int64()),
+            "timestamp": pa.array(
+                _spark_micros(np.array([record.timestamp for _, record in rows], dtype=np.int64)),
+                type=pa.timestamp("us", tz="UTC"),
+            ),
+            "timestampType": pa.array([int(batch.timestamp_type) for batch, _ in rows], type=pa.int32()),
+            "headers": pa.nulls(n, type=self.schema.field("headers").type) if self.columns.headers else None,
+            "producerId": pa.array(np.full(n, -1, dtype=np.int64)),
+            "isTransactional": pa.array(np.zeros(n, dtype=np.bool_)),
+            "segment": constant_string_array(self.segment, n),
+            "batchBaseOffset": pa.array([batch.base_offset for batch, _ in rows], type=pa.int64()),
+        }
+        return pa.RecordBatch.from_arrays([arrays[field.name] for field in self.schema], schema=self.schema)
+
+
+def _check(condition: _BOOL) -> None:
+    if not bool(condition.all()):
+        raise _Corrupt(int(np.argmin(condition)))
+
+
+def _spark_micros(millis: _I64) -> _I64:
+    if len(millis) and int(np.abs(millis).max()) > _MAX_SPARK_MILLIS:
+        bad = int(millis[np.argmax(np.abs(millis))])
+        raise CorruptRecordError(f"timestamp {bad} ms is outside the range Spark can represent")
+    return millis * 1000
+
+
+def _headers(buf: _U8, pos: _I64, ends: _I64, header_count: _I64) -> pa.Array:
+    """Kafka headers of every record as ``list<struct<key string, value binary>>``; null for a record with none
+    (as Spark's Kafka source). Decoded per header: records rarely carry many. O(header bytes)."""
+    data = buf.tobytes()
+    n = len(pos)
+    list_offsets = np.zeros(n + 1, dtype=np.int32)
+    keys: list[str] = []
+    values: list[bytes | None] = []
+    with_headers = np.flatnonzero(header_count)
+    counts = header_count.astype(np.int32)
+    np.cumsum(counts, out=list_offsets[1:])
+    for row in with_headers.tolist():
+        cursor = int(pos[row])
+        end = int(ends[row])
+        try:
+            for _ in range(int(header_count[row])):
+                key_size, cursor = decode_varint(data, cursor)
+                if key_size < 0 or cursor + key_size > end:
+                    raise _Corrupt(row)
+                # Kafka's consumer decodes header keys with replacement characters for invalid UTF-8.
+                keys.append(data[cursor : cursor + key_size].decode("utf-8", "replace"))
+                cursor += key_size
+                value_size, cursor = decode_varint(data, cursor)
+                if value_size >= 0:
+                    if cursor + value_size > end:
+                        raise _Corrupt(row)
+                    values.append(data[cursor : cursor + value_size])
+                    cursor += value_size
+                else:
+                    values.append(None)
+        except CorruptRecordError:
+            raise _Corrupt(row) from None
+        if cursor != end:
+            raise _Corrupt(row)
+    struct = pa.StructArray.from_arrays(
+        [pa.array(keys, type=pa.string()), pa.array(values, type=pa.binary())],
+        fields=[pa.field("key", pa.string()), pa.field("value", pa.binary())],
+    )
+    no_headers = header_count == 0
+    mask = pa.array(no_headers) if bool(no_headers.any()) else None
+    return pa.ListArray.from_arrays(pa.array(list_offsets), struct, mask=mask)
