@@ -214,6 +214,8 @@ class ColumnarDecoder:
             self._raise_for(batch, position)
         if pos != end:
             self._raise_for(batch, position)
+        if not count:
+            return
         self._pending.append(_Pending(batch, region, position, starts, ends))
         self._rows += count
         self._bytes += end

@@ -21,6 +21,7 @@ EARLIEST = -2
 LATEST = -1
 
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,13 @@ class ReadOptions:
     fail_on_corruption: bool = True
 
     def selects_topic(self, topic: str) -> bool:
-        """Whether the topic options admit ``topic``. O(1) plus the pattern match."""
+        """Whether the topic options admit ``topic``. O(1) plus the pattern match.
+
+        KRaft's ``__cluster_metadata`` log is not a topic a consumer can read: it is included only when named
+        in ``topics``."""
         if self.topics is not None and topic not in self.topics:
+            return False
+        if topic == CLUSTER_METADATA_TOPIC and self.topics is None:
             return False
         if self.topic_pattern is not None and re.fullmatch(self.topic_pattern, topic) is None:
             return False
@@ -95,16 +101,18 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         try:
             re.compile(pattern)
         except re.error as err:
-            raise ConfigError(f"option topicPattern: invalid regular expression {pattern!r}: {err}") from None
+            raise ConfigError("topicPattern", f"invalid regular expression {pattern!r}: {err}") from None
     assigned = _assign(get("assign"))
     partitions = _int_list("partitions", get("partitions"))
     isolation = (get("isolationLevel") or get("kafka.isolation.level") or "read_uncommitted").lower()
     if isolation not in ("read_uncommitted", "read_committed"):
-        raise ConfigError(f"option isolationLevel must be read_uncommitted or read_committed, not {isolation!r}")
+        raise ConfigError("isolationLevel", f"must be read_uncommitted or read_committed, not {isolation!r}")
     extra = tuple(name.strip() for name in (get("extraColumns") or "").split(",") if name.strip())
     unknown = [name for name in extra if name not in EXTRA_COLUMNS]
     if unknown:
-        raise ConfigError(f"option extraColumns: unknown column(s) {', '.join(unknown)}; known: {', '.join(EXTRA_COLUMNS)}")
+        raise ConfigError(
+            "extraColumns", f"unknown column(s) {', '.join(unknown)}; known: {', '.join(EXTRA_COLUMNS)}"
+        )
     max_bytes = _positive_int("maxBytesPerPartition", get("maxBytesPerPartition"), DEFAULT_MAX_BYTES_PER_PARTITION)
     return ReadOptions(
         paths=paths,
@@ -139,19 +147,19 @@ def _paths(path: str | None, paths: str | None) -> tuple[str, ...]:
     if path:
         found.extend(part for part in path.split(",") if part)
     if not found:
-        raise ConfigError("option path: give one or more log dirs, e.g. .load('/var/lib/kafka/data')")
+        raise ConfigError("path", "give one or more log dirs, e.g. .load('/var/lib/kafka/data')")
     return tuple(dict.fromkeys(p.strip() for p in found))
 
 
 def _topic_list(name: str, value: str | None, synonym: str, synonym_value: str | None) -> frozenset[str] | None:
     if value is not None and synonym_value is not None:
-        raise ConfigError(f"options {name} and {synonym} both given; use one")
+        raise ConfigError(synonym, f"{name} and {synonym} both given; use one")
     text = value if value is not None else synonym_value
     if text is None:
         return None
     topics = frozenset(part.strip() for part in text.split(",") if part.strip())
     if not topics:
-        raise ConfigError(f"option {name if value is not None else synonym} names no topic")
+        raise ConfigError(name if value is not None else synonym, "names no topic")
     return topics
 
 
@@ -161,7 +169,7 @@ def _int_list(name: str, value: str | None) -> frozenset[int] | None:
     try:
         return frozenset(int(part) for part in value.split(",") if part.strip())
     except ValueError:
-        raise ConfigError(f"option {name} must be comma-separated partition numbers, not {value!r}") from None
+        raise ConfigError(name, f"must be comma-separated partition numbers, not {value!r}") from None
 
 
 def _assign(value: str | None) -> frozenset[tuple[str, int]] | None:
@@ -169,18 +177,20 @@ def _assign(value: str | None) -> frozenset[tuple[str, int]] | None:
         return None
     decoded = _json_object("assign", value)
     try:
-        return frozenset((topic, int(p)) for topic, parts in decoded.items() for p in parts)
+        if not all(isinstance(parts, list) for parts in decoded.values()):
+            raise TypeError
+        return frozenset((topic, int(p)) for topic, parts in decoded.items() for p in parts)  # type: ignore[attr-defined]
     except (TypeError, ValueError):
-        raise ConfigError(f'option assign must look like {{"topic":[0,1]}}, not {value!r}') from None
+        raise ConfigError("assign", f'must look like {{"topic":[0,1]}}, not {value!r}') from None
 
 
 def _json_object(name: str, value: str) -> dict[str, object]:
     try:
         decoded = json.loads(value)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"option {name}: not valid JSON ({err.msg} at character {err.pos}): {value!r}") from None
+        raise ConfigError(name, f"not valid JSON ({err.msg} at character {err.pos}): {value!r}") from None
     if not isinstance(decoded, dict):
-        raise ConfigError(f"option {name}: expected a JSON object, got {value!r}")
+        raise ConfigError(name, f"expected a JSON object, got {value!r}")
     return decoded
 
 
@@ -189,18 +199,18 @@ def _per_partition(name: str, value: str, as_timestamp: bool) -> dict[tuple[str,
     result: dict[tuple[str, int], OffsetSpec] = {}
     for topic, parts in decoded.items():
         if not isinstance(parts, dict):
-            raise ConfigError(f'option {name}: expected {{"{topic}": {{"0": ...}}}}, got {parts!r}')
+            raise ConfigError(name, f'expected {{"{topic}": {{"0": ...}}}}, got {parts!r}')
         for partition, bound in parts.items():
             try:
                 number = int(partition)
             except ValueError:
-                raise ConfigError(f"option {name}: partition {partition!r} of {topic!r} is not a number") from None
+                raise ConfigError(name, f"partition {partition!r} of {topic!r} is not a number") from None
             if not isinstance(bound, int) or isinstance(bound, bool):
-                raise ConfigError(f"option {name}: {topic}-{partition} must be an integer, got {bound!r}")
+                raise ConfigError(name, f"{topic}-{partition} must be an integer, got {bound!r}")
             if as_timestamp:
                 result[(topic, number)] = OffsetSpec(LATEST, bound)
             elif bound < EARLIEST:
-                raise ConfigError(f"option {name}: {topic}-{partition} offset {bound} (use -2 earliest, -1 latest)")
+                raise ConfigError(name, f"{topic}-{partition} offset {bound} (use -2 earliest, -1 latest)")
             else:
                 result[(topic, number)] = OffsetSpec(bound)
     return result
@@ -218,9 +228,9 @@ def _range(
     given = [name for name, value in ((offsets_name, offsets), (timestamp_name, timestamp),
                                       (by_timestamp_name, by_timestamp)) if value is not None]
     if len(given) > 1:
-        raise ConfigError(f"options {' and '.join(given)} both given; use one")
+        raise ConfigError(given[-1], f"{' and '.join(given)} both given; use one")
     if timestamp is not None:
-        millis = _int("option " + timestamp_name, timestamp)
+        millis = _int(timestamp_name, timestamp)
         return RangeSpec(OffsetSpec(LATEST, millis))
     if by_timestamp is not None:
         return RangeSpec(OffsetSpec(default), _per_partition(by_timestamp_name, by_timestamp, True))
@@ -234,19 +244,19 @@ def _range(
     return RangeSpec(OffsetSpec(default), _per_partition(offsets_name, offsets, False))
 
 
-def _int(what: str, value: str) -> int:
+def _int(name: str, value: str) -> int:
     try:
         return int(value.strip())
     except ValueError:
-        raise ConfigError(f"{what} must be an integer, not {value!r}") from None
+        raise ConfigError(name, f"must be an integer, not {value!r}") from None
 
 
 def _positive_int(name: str, value: str | None, default: int) -> int:
     if value is None:
         return default
-    number = _int("option " + name, value)
+    number = _int(name, value)
     if number <= 0:
-        raise ConfigError(f"option {name} must be positive, not {number}")
+        raise ConfigError(name, f"must be positive, not {number}")
     return number
 
 
@@ -262,4 +272,4 @@ def _bool(name: str, value: str | None, default: bool) -> bool:
     lowered = value.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"
-    raise ConfigError(f"option {name} must be true or false, not {value!r}")
+    raise ConfigError(name, f"must be true or false, not {value!r}")

@@ -147,7 +147,7 @@ def find_partition_dirs(paths: tuple[str, ...]) -> list[tuple[TopicPartition, Pa
     for text in paths:
         path = Path(text)
         if not path.is_dir():
-            raise ConfigError(f"path {text!r} is not a directory")
+            raise ConfigError("path", f"{text!r} is not a directory")
         try:
             parsed = PartitionDirName.parse(path.name)
         except InvalidPartitionDirError:

@@ -108,7 +108,9 @@ class KafkaLogReader(DataSourceReader):
         return [SliceInputPartition(piece) for piece in plan.slices]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SliceInputPartition)
+        if not isinstance(partition, SliceInputPartition):
+            # Spark runs one task with a placeholder partition when planning found nothing to read.
+            return
         stats = SliceStats()
         yield from read_slice(
             partition.piece, self.options.columns, fail_on_corruption=self.options.fail_on_corruption, stats=stats
