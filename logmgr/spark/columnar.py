@@ -17,7 +17,6 @@ Magic 0/1 messages are decoded by :mod:`segments.legacy` (one Python object per 
 
 from __future__ import annotations
 
-import itertools
 import os
 from dataclasses import dataclass
 from typing import NoReturn
@@ -86,19 +85,22 @@ def _varints(buf: _U8, pos: _I64, max_bytes: int, bits: int) -> tuple[_I64, _I64
 def _gather(buf: _U8, starts: _I64, lengths: _I64) -> tuple[_U8, npt.NDArray[np.int32]]:
     """Concatenate ``buf[starts[i]:starts[i]+lengths[i]]`` (non-overlapping, ascending) and their Arrow offsets.
 
-    One +1/-1 marker array, one running sum and one boolean compaction: O(len(buf) + len(starts))."""
-    offsets = np.zeros(len(starts) + 1, dtype=np.int32)
+    The buffer is a run of alternating gaps and fields, so one ``np.repeat`` of [gap, field, gap, ...] flags
+    builds the selection mask and one boolean compaction copies the bytes: O(len(buf) + len(starts))."""
+    n = len(starts)
+    offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if total == 0:
+    if int(offsets[-1]) == 0:
         return np.empty(0, dtype=np.uint8), offsets
-    # Fields of one kind never touch (other fields lie between them), so starts and ends are distinct bytes.
-    nonempty = lengths > 0
-    marks = np.zeros(len(buf) + 1, dtype=np.int8)
-    marks[starts[nonempty]] = 1
-    marks[starts[nonempty] + lengths[nonempty]] = -1
-    inside = np.cumsum(marks[:-1], dtype=np.int8).view(np.bool_)
-    return buf[: len(inside)][inside], offsets
+    ends = starts + lengths
+    runs = np.empty(2 * n + 1, dtype=np.int64)
+    runs[0] = starts[0]
+    runs[1:-1:2] = lengths
+    runs[2:-1:2] = starts[1:] - ends[:-1]
+    runs[-1] = len(buf) - ends[-1]
+    flags = np.zeros(2 * n + 1, dtype=np.bool_)
+    flags[1::2] = True
+    return buf[np.repeat(flags, runs)], offsets
 
 
 def _binary_array(data: _U8, offsets: npt.NDArray[np.int32], valid: _BOOL | None, type_: pa.DataType) -> pa.Array:
@@ -121,13 +123,12 @@ def constant_string_array(text: str, n: int) -> pa.Array:
 @dataclass(frozen=True, slots=True)
 class _Pending:
     """A queued magic-2 batch: its view, its (decompressed) records region, where it starts in the ``.log``, and
-    the start/end of every record body inside the region."""
+    and its record count."""
 
     batch: DefaultRecordBatch
     region: bytes | memoryview
     position: int
-    starts: list[int]
-    ends: list[int]
+    count: int
 
 
 class ColumnarDecoder:
@@ -179,46 +180,24 @@ class ColumnarDecoder:
         return bool(self._legacy)
 
     def add(self, batch: DefaultRecordBatch, region: bytes | memoryview, *, position: int) -> None:
-        """Queue a magic-2 batch found at ``position`` whose (decompressed) records region is ``region``.
-        O(records).
+        """Queue a magic-2 batch found at ``position`` whose (decompressed) records region is ``region``. O(1);
+        the records are framed and decoded by :meth:`flush`.
 
-        Raises :class:`CorruptRecordError` when the lengths do not frame exactly ``records_count`` records.
+        Raises :class:`CorruptRecordError` for a record count the region cannot hold.
         """
         if self._legacy:
             raise RuntimeError("flush legacy rows before adding magic-2 batches")
         count = batch.count_records()
-        end = len(region)
-        starts: list[int] = []
-        ends: list[int] = []
-        pos = 0
-        try:
-            if count > end:
-                raise IndexError
-            for _ in range(count):
-                first = region[pos]
-                if first < 0x80:
-                    size, body = (first >> 1) ^ -(first & 1), pos + 1
-                else:
-                    second = region[pos + 1]
-                    if second < 0x80:
-                        raw = (first & 0x7F) | (second << 7)
-                        size, body = (raw >> 1) ^ -(raw & 1), pos + 2
-                    else:
-                        size, body = decode_varint(region, pos)
-                if size < 6 or body + size > end:
-                    raise IndexError
-                starts.append(body)
-                pos = body + size
-                ends.append(pos)
-        except (IndexError, CorruptRecordError):
-            self._raise_for(batch, position)
-        if pos != end:
+        if count < 0 or count > len(region):
+            # Each record takes at least 7 bytes: refuse an absurd count before framing.
             self._raise_for(batch, position)
         if not count:
+            if len(region):
+                self._raise_for(batch, position)
             return
-        self._pending.append(_Pending(batch, region, position, starts, ends))
+        self._pending.append(_Pending(batch, region, position, count))
         self._rows += count
-        self._bytes += end
+        self._bytes += len(region)
 
     def add_legacy(self, batch: RecordBatch, *, position: int) -> None:
         """Queue a magic 0/1 message (a plain message or a compressed wrapper) found at ``position``. O(size)."""
@@ -271,21 +250,23 @@ class ColumnarDecoder:
     def _flush_v2(self) -> pa.RecordBatch | None:
         pending = self._pending
         buf = np.frombuffer(b"".join([*(entry.region for entry in pending), _PAD]), dtype=np.uint8)
-        counts = np.array([len(entry.starts) for entry in pending], dtype=np.int64)
-        shifts = np.zeros(len(pending), dtype=np.int64)
-        np.cumsum([len(entry.region) for entry in pending[:-1]], out=shifts[1:])
-        shift = np.repeat(shifts, counts)
-        starts = np.fromiter(itertools.chain.from_iterable(e.starts for e in pending), np.int64, len(shift)) + shift
-        ends = np.fromiter(itertools.chain.from_iterable(e.ends for e in pending), np.int64, len(shift)) + shift
+        counts = np.array([entry.count for entry in pending], dtype=np.int64)
+        sizes = np.array([len(entry.region) for entry in pending], dtype=np.int64)
+        region_starts = np.zeros(len(pending), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=region_starts[1:])
+        starts = _frame(buf, region_starts, region_starts + sizes, counts)
         try:
-            decoded = self._decode_fields(buf, starts, ends, counts)
+            decoded = self._decode_fields(buf, starts, counts)
         except _Corrupt as bad:
             raise _Corrupt(int(np.searchsorted(np.cumsum(counts), bad.row, side="right"))) from None
         return self._assemble(decoded, counts)
 
-    def _decode_fields(self, buf: _U8, starts: _I64, ends: _I64, counts: _I64) -> dict[str, object]:
+    def _decode_fields(self, buf: _U8, starts: _I64, counts: _I64) -> dict[str, object]:
         n = len(starts)
-        pos = starts + 1  # skip the attributes byte
+        body_size, size = _varints(buf, starts, 5, 32)
+        body = starts + size
+        ends = body + body_size  # _frame() proved every record ends where the next begins
+        pos = body + 1  # skip the attributes byte
         timestamp_delta, size = _varints(buf, pos, 10, 64)
         pos += size
         offset_delta, size = _varints(buf, pos, 5, 32)
@@ -402,6 +383,63 @@ class ColumnarDecoder:
             "batchBaseOffset": pa.array([batch.base_offset for batch, _ in rows], type=pa.int64()),
         }
         return pa.RecordBatch.from_arrays([arrays[field.name] for field in self.schema], schema=self.schema)
+
+
+# Below this many batches still framing, the per-step numpy overhead exceeds a plain Python loop per record.
+_VECTOR_FRAMING_MIN_BATCHES = 8
+
+
+def _frame(buf: _U8, region_starts: _I64, region_ends: _I64, counts: _I64) -> _I64:
+    """Where every record starts (its length varint), for all batches at once.
+
+    Records of one batch are chained (each starts where the previous ends), but batches are independent: step
+    ``k`` finds record ``k`` of every batch that has one with a handful of numpy operations, so the Python-level
+    work is one step per record of the *longest* batch rather than one per record. The last few long batches
+    finish in a scalar loop. Raises :class:`_Corrupt` with the index of a batch whose lengths do not frame its
+    records exactly. O(records + max(counts) numpy steps).
+    """
+    row_base = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=row_base[1:])
+    starts = np.empty(int(counts.sum()), dtype=np.int64)
+    pos = region_starts.copy()
+    active = np.flatnonzero(counts > 0)
+    step = 0
+    while len(active) >= _VECTOR_FRAMING_MIN_BATCHES:
+        here = pos[active]
+        ends = region_ends[active]
+        _batch_check(here < ends, active)
+        starts[row_base[active] + step] = here
+        try:
+            size, width = _varints(buf, here, 5, 32)
+        except _Corrupt as bad:
+            raise _Corrupt(int(active[bad.row])) from None
+        after = here + width + size
+        _batch_check((size >= 6) & (after <= ends), active)
+        pos[active] = after
+        step += 1
+        active = active[counts[active] > step]
+    data = buf.data  # a bytes-like view: the scalar tail indexes it without copying the chunk
+    for index in active.tolist():
+        cursor = int(pos[index])
+        end = int(region_ends[index])
+        row = int(row_base[index])
+        try:
+            for k in range(step, int(counts[index])):
+                starts[row + k] = cursor
+                size, body = decode_varint(data, cursor)
+                if size < 6 or body + size > end:
+                    raise _Corrupt(index)
+                cursor = body + size
+        except CorruptRecordError:
+            raise _Corrupt(index) from None
+        pos[index] = cursor
+    _batch_check(pos == region_ends, np.arange(len(counts)))
+    return starts
+
+
+def _batch_check(condition: _BOOL, batches: _I64) -> None:
+    if not bool(condition.all()):
+        raise _Corrupt(int(batches[int(np.argmin(condition))]))
 
 
 def _check(condition: _BOOL) -> None:
