@@ -68,7 +68,7 @@ def varlong_size(value: int) -> int:
     return max(1, (raw.bit_length() + 6) // 7)
 
 
-def decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """Decode a zig-zag varint at ``pos``; return ``(value, next_pos)``. O(1).
 
     Raises :class:`CorruptRecordError` (position = ``pos``) if the buffer ends mid-varint or the encoding
@@ -84,7 +84,7 @@ def decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
     return _decode_multi_byte(buf, pos, 28, 0xFFFFFFFF, "varint is longer than 5 bytes")
 
 
-def decode_varlong(buf: bytes, pos: int) -> tuple[int, int]:
+def decode_varlong(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """Decode a zig-zag varlong at ``pos``; return ``(value, next_pos)``. O(1).
 
     Raises :class:`CorruptRecordError` if the buffer ends mid-varlong or the encoding is longer than 10 bytes.
@@ -98,7 +98,7 @@ def decode_varlong(buf: bytes, pos: int) -> tuple[int, int]:
     return _decode_multi_byte(buf, pos, 63, 0xFFFFFFFFFFFFFFFF, "varlong is longer than 10 bytes")
 
 
-def _decode_multi_byte(buf: bytes, pos: int, max_shift: int, mask: int, too_long: str) -> tuple[int, int]:
+def _decode_multi_byte(buf: bytes | bytearray | memoryview, pos: int, max_shift: int, mask: int, too_long: str) -> tuple[int, int]:
     raw = 0
     shift = 0
     cursor = pos

@@ -131,6 +131,19 @@ class _Pending:
     count: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """The decoded columns of a chunk, before the constant and optional columns are added."""
+
+    key: pa.Array
+    value: pa.Array
+    offset: _I64
+    timestamp: _I64
+    timestamp_type: npt.NDArray[np.int32]
+    headers: pa.Array | None
+    batch_base_offset: _I64
+
+
 class ColumnarDecoder:
     """Accumulates the batches of one segment slice and emits :class:`pyarrow.RecordBatch` es in Spark's Kafka
     schema (plus the requested extra columns).
@@ -261,7 +274,7 @@ class ColumnarDecoder:
             raise _Corrupt(int(np.searchsorted(np.cumsum(counts), bad.row, side="right"))) from None
         return self._assemble(decoded, counts)
 
-    def _decode_fields(self, buf: _U8, starts: _I64, counts: _I64) -> dict[str, object]:
+    def _decode_fields(self, buf: _U8, starts: _I64, counts: _I64) -> _Fields:
         n = len(starts)
         body_size, size = _varints(buf, starts, 5, 32)
         body = starts + size
@@ -310,32 +323,31 @@ class ColumnarDecoder:
         elif not bool(no_headers.all()):
             # Not returned, but checked as the scalar decoder would check them.
             _headers(buf, pos, ends, header_count)
-        return {
-            "key": _binary_array(*_gather(buf, key_start, key_len), key_size >= 0, pa.binary()),
-            "value": _binary_array(*_gather(buf, value_start, value_len), value_size >= 0, pa.binary()),
-            "offset": offsets,
-            "timestamp": timestamps,
-            "timestampType": timestamp_type,
-            "headers": headers,
-            "batchBaseOffset": batch_base_offset,
-        }
+        return _Fields(
+            key=_binary_array(*_gather(buf, key_start, key_len), key_size >= 0, pa.binary()),
+            value=_binary_array(*_gather(buf, value_start, value_len), value_size >= 0, pa.binary()),
+            offset=offsets,
+            timestamp=timestamps,
+            timestamp_type=timestamp_type,
+            headers=headers,
+            batch_base_offset=batch_base_offset,
+        )
 
-    def _assemble(self, decoded: dict[str, object], counts: _I64) -> pa.RecordBatch | None:
+    def _assemble(self, decoded: _Fields, counts: _I64) -> pa.RecordBatch | None:
         batches = [entry.batch for entry in self._pending]
-        offsets: _I64 = decoded["offset"]  # type: ignore[assignment]
-        timestamps: _I64 = decoded["timestamp"]  # type: ignore[assignment]
+        offsets = decoded.offset
         n = len(offsets)
         arrays: dict[str, pa.Array] = {
-            "key": decoded["key"],  # type: ignore[dict-item]
-            "value": decoded["value"],  # type: ignore[dict-item]
+            "key": decoded.key,
+            "value": decoded.value,
             "topic": constant_string_array(self.topic, n),
             "partition": pa.array(np.full(n, self.partition, dtype=np.int32)),
             "offset": pa.array(offsets),
-            "timestamp": pa.array(_spark_micros(timestamps), type=pa.timestamp("us", tz="UTC")),
-            "timestampType": pa.array(decoded["timestampType"]),
+            "timestamp": pa.array(_spark_micros(decoded.timestamp), type=pa.timestamp("us", tz="UTC")),
+            "timestampType": pa.array(decoded.timestamp_type),
         }
-        if self.columns.headers:
-            arrays["headers"] = decoded["headers"]  # type: ignore[assignment]
+        if decoded.headers is not None:
+            arrays["headers"] = decoded.headers
         if self.columns.producer_id:
             arrays["producerId"] = pa.array(
                 np.repeat(np.array([b.producer_id for b in batches], dtype=np.int64), counts)
@@ -345,7 +357,7 @@ class ColumnarDecoder:
         if self.columns.segment:
             arrays["segment"] = constant_string_array(self.segment, n)
         if self.columns.batch_base_offset:
-            arrays["batchBaseOffset"] = pa.array(decoded["batchBaseOffset"])
+            arrays["batchBaseOffset"] = pa.array(decoded.batch_base_offset)
         table = pa.RecordBatch.from_arrays([arrays[field.name] for field in self.schema], schema=self.schema)
         if offsets[0] < self.min_offset or offsets[-1] >= self.max_offset:  # offsets ascend within a partition
             keep = (offsets >= self.min_offset) & (offsets < self.max_offset)
@@ -426,10 +438,10 @@ def _frame(buf: _U8, region_starts: _I64, region_ends: _I64, counts: _I64) -> _I
         try:
             for k in range(step, int(counts[index])):
                 starts[row + k] = cursor
-                size, body = decode_varint(data, cursor)
-                if size < 6 or body + size > end:
+                record_size, body = decode_varint(data, cursor)
+                if record_size < 6 or body + record_size > end:
                     raise _Corrupt(index)
-                cursor = body + size
+                cursor = body + record_size
         except CorruptRecordError:
             raise _Corrupt(index) from None
         pos[index] = cursor

@@ -146,7 +146,7 @@ def bounds_from_filters(filters: Iterable[Filter]) -> PushedBounds:
     other shapes are ignored (Spark applies them anyway). O(len(filters))."""
     bounds = PushedBounds()
     for item in filters:
-        column = getattr(item, "attribute", ())
+        column: tuple[str, ...] = getattr(item, "attribute", ())
         if len(column) != 1:
             continue
         name = column[0]
@@ -205,7 +205,7 @@ def _narrow_offsets(bounds: PushedBounds, item: Filter) -> PushedBounds:
         low, high = max(low, min(values)), min(high, max(values) + 1)
     else:
         value = getattr(item, "value", None)
-        if not _is_int(value):
+        if not isinstance(value, int) or isinstance(value, bool):
             return bounds
         if isinstance(item, GreaterThan):
             low = max(low, value + 1)
