@@ -20,6 +20,7 @@ from cli.checkpoints_cmd import checkpoints
 from cli.cleanup_cmd import cleanup
 from cli.common import ProgressBar, one_line_errors
 from cli.dump_cmd import dump
+from cli.export_cmd import export
 from cli.flush_cmd import flush
 from cli.info_cmd import info
 from cli.read_cmd import read
@@ -170,3 +171,4 @@ main.add_command(flush)
 main.add_command(cleanup)
 main.add_command(recover)
 main.add_command(serve)
+main.add_command(export)

@@ -118,7 +118,8 @@ class SegmentSlice:
 @dataclass(frozen=True)
 class PartitionRange:
     """The resolved offset range of one topic-partition: ``[start_offset, end_offset)`` within a log holding
-    ``[log_start_offset, log_end_offset)``."""
+    ``[log_start_offset, log_end_offset)`` (``log_end_offset`` is -1 when planning did not need to read the log
+    end, i.e. no bound was ``latest`` or a timestamp)."""
 
     topic: str
     partition: int
