@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -79,6 +80,12 @@ class KafkaLogDataSource(DataSource):
 
     def schema(self) -> str:
         return spark_ddl(self.read_options.columns)
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        """``readStream.format("kafka-log")``: follows live log dirs by offsets (:mod:`logmgr.spark.stream`)."""
+        from logmgr.spark.stream import KafkaLogStreamReader, parse_stream_options
+
+        return KafkaLogStreamReader(self.read_options, parse_stream_options(self.options))
 
     def reader(self, schema: Any) -> DataSourceReader:
         if self.filter_pushdown:
