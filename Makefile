@@ -18,6 +18,7 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 run: $(VENV)/.installed
 	$(PY) examples/demo.py
 	$(PY) examples/embedded_service.py
+	$(PY) examples/spark_export.py
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check segments checkpoints logmgr cli tests bench examples
