@@ -1,7 +1,7 @@
-"""Run every benchmark (header walk, record codec, reindex, append, read, startup, lookup) and print a summary.
+"""Run every benchmark (header walk, record codec, reindex, append, read, startup, lookup, spark) and print a summary.
 
 ``make bench`` runs this at full size (1 GiB segment, 100 batches of 1000 records, 512 MiB appended, a 10 GiB log
-for lookups, a log dir of 1,000 partitions x 10 segments); ``--quick`` is a smoke run (64 MiB, 10 batches,
+for lookups, a log dir of 1,000 partitions x 10 segments, a 1 GiB log dir read by Spark); ``--quick`` is a smoke run (64 MiB, 10 batches,
 2 repeats, and the quick sizes of each benchmark). ``--only NAME,...`` runs a subset. ``--write-results
 bench/results.md`` also writes the reports as markdown with the machine facts and the command that produced them.
 
@@ -26,6 +26,7 @@ import lookup_bench
 import read_bench
 import record_codec
 import reindex_bench
+import spark_bench
 import startup_bench
 from _common import add_common_args, size_mib
 
@@ -37,6 +38,7 @@ BENCHMARKS = {
     "read": ("Read by offset", read_bench),
     "startup": ("LogManager startup, clean vs unclean", startup_bench),
     "lookup": ("Offset and timestamp lookup latency", lookup_bench),
+    "spark": ("Spark kafka-log source", spark_bench),
 }
 
 _PACKAGES = ("crc32c", "cramjam", "kafka-python", "aiokafka", "lz4")
