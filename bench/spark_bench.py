@@ -67,10 +67,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from logmgr.spark import register
 from logmgr.spark.options import parse_options
 from logmgr.spark.scan import SegmentSlice, plan_scan, read_slice
 from logmgr.spark.schema import OutputColumns, spark_ddl
+from logmgr.spark.session import local_session
 from logmgr.spark.source import SliceInputPartition
 from segments.file_records import FileRecords
 from segments.naming import LOG_SUFFIX
@@ -320,25 +320,10 @@ class ArrowReplayReader(_SliceReader):
 def spark_session() -> SparkSession:
     """The session every Spark pass uses: ``local[2]``, no UI, loopback only, workers on this interpreter, the
     three sources registered. O(JVM start)."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if __name__ != "__main__":
         # Imported by run_all: the workers cannot import this module, so its sources travel by value.
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("logmgr-spark-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.log.level", "ERROR")
-        .config("spark.driver.memory", DRIVER_MEMORY)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    spark = local_session("local[2]", "logmgr-spark-bench", **{"spark.driver.memory": DRIVER_MEMORY})
     spark.dataSource.register(TupleLogSource)
     spark.dataSource.register(ArrowReplaySource)
     return spark

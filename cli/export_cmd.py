@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,28 +58,16 @@ def _topics_option(ctx: click.Context, param: click.Parameter, value: str | None
 @contextlib.contextmanager
 def spark_session(master: str) -> Iterator[SparkSession]:
     """The process's active SparkSession if there is one (used as is and left running), else a new quiet one
-    on ``master`` (UI off, bound to 127.0.0.1, workers on this Python, UTC session time zone), stopped on
-    exit. O(Spark startup)."""
+    on ``master`` (:func:`logmgr.spark.session.local_session`), stopped on exit. O(Spark startup)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         yield active
         return
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    # Spark binds to 127.0.0.1 anyway; saying so up front spares the warning about the host name's address.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (
-        SparkSession.builder.master(master)
-        .appName("logmgr-export")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.log.level", "ERROR")
-        .getOrCreate()
-    )
+    from logmgr.spark.session import local_session
+
+    session = local_session(master, "logmgr-export")
     try:
         yield session
     finally:

@@ -20,13 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from logmgr.config import BrokerConfig
 from logmgr.log_manager import LogManager
-from logmgr.spark import register
 from logmgr.spark.export import ExportResult, export_log_dirs
+from logmgr.spark.session import local_session
 from segments.records import SimpleRecord
 
 TOPICS = {"orders": 3, "payments": 2}
@@ -88,22 +87,9 @@ def main() -> None:
     segments = sum(1 for _ in log_dir.glob("*/*.log"))
     print(f"wrote {written} records to {len(partitions)} partitions ({segments} segments) in {log_dir}")
 
-    # Workers must run this interpreter (the one with logmgr installed); UI and network stay local.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("logmgr-spark-export-demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.log.level", "ERROR")
-        .getOrCreate()
-    )
+    # UI off, loopback only, workers on this interpreter, kafka-log registered.
+    spark = local_session("local[2]", "logmgr-spark-export-demo")
     try:
-        register(spark)
         frame = spark.read.format("kafka-log").load(str(log_dir))
         per_topic = (
             frame.groupBy("topic")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,24 +38,15 @@ def clients_generated() -> Path:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One real SparkSession for the whole run: ``local[2]``, UI off, bound to 127.0.0.1, workers on this venv's
-    Python, Python filter pushdown enabled, ``kafka-log`` registered."""
-    pyspark_sql = pytest.importorskip("pyspark.sql", reason="pyspark not installed (pip install -e '.[spark]')")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[2]")
-        .appName("logmgr-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    from logmgr.spark import register
+    Python (:func:`logmgr.spark.session.local_session`), Python filter pushdown enabled, ``kafka-log``
+    registered with pushdown on."""
+    pytest.importorskip("pyspark.sql", reason="pyspark not installed (pip install -e '.[spark]')")
+    from logmgr.spark.session import local_session
 
-    register(session)
+    session = local_session(
+        "local[2]",
+        "logmgr-tests",
+        **{"spark.sql.shuffle.partitions": "2", "spark.sql.python.filterPushdown.enabled": "true"},
+    )
     yield session
     session.stop()
