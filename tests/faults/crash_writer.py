@@ -9,7 +9,9 @@ each:
   reaped on request, so its pid cannot be reused before the test has sent its signal.
 
 A writer child opens the log dir with a :class:`~logmgr.log_manager.LogManager`, appends batches with mixed codecs
-(some from an idempotent producer, some of those retried to check duplicate detection), and after each
+(some from an idempotent producer, some of those retried to check duplicate detection, some in transactions that
+end with a COMMIT or ABORT marker chosen by :func:`aborts`), with the retention and checkpoint jobs running on
+short intervals, and after each
 ``log.flush()`` appends ``FLUSHED <log end offset> <active segment base> <active segment size>`` to ``ack_path``
 (``O_APPEND`` + fsync): everything below that log end offset must survive the crash. Record contents derive from
 their offsets (:func:`records_for`), so the test recomputes what every offset must hold.
@@ -29,12 +31,15 @@ from typing import NoReturn
 from logmgr.config import BrokerConfig
 from logmgr.log_manager import LogManager
 from segments.compression import CompressionType
-from segments.records import Header, SimpleRecord
+from segments.records import ControlRecordType, Header, SimpleRecord
 
 TOPIC = "crash"
 PARTITION = 0
 PRODUCER_ID_BASE = 1000
 """Cycle ``n``'s idempotent producer id is ``PRODUCER_ID_BASE + n`` (epoch 0, sequences from 0)."""
+TXN_PRODUCER_ID_BASE = 500_000
+"""Cycle ``n``'s transactional producer id is ``TXN_PRODUCER_ID_BASE + n`` (epoch 0, sequences from 0)."""
+COORDINATOR_EPOCH = 7
 _MAX_CHILD_SECONDS = 60.0
 """A child the test forgot to kill stops on its own (exit code 3) instead of running forever."""
 
@@ -47,7 +52,19 @@ def broker_properties(log_dir: Path) -> dict[str, str]:
         "log.segment.bytes": str(64 * 1024),
         "log.index.interval.bytes": "1024",
         "log.segment.delete.delay.ms": "0",
+        # The jobs run while the writer appends, so kills also land inside retention and checkpoint writes.
+        # Retention by size keeps far more than a cycle writes: it runs, but only the test moves the log start.
+        "log.retention.check.interval.ms": "100",
+        "log.retention.bytes": str(1 << 30),
+        "log.flush.offset.checkpoint.interval.ms": "150",
+        "log.flush.start.offset.checkpoint.interval.ms": "150",
     }
+
+
+def aborts(marker_offset: int) -> bool:
+    """Whether the writer ends a transaction with ABORT (else COMMIT) when its marker lands at
+    ``marker_offset``: a rule the test can check from the marker alone. O(1)."""
+    return marker_offset % 3 == 0
 
 
 def key_for(offset: int) -> bytes | None:
@@ -98,6 +115,9 @@ def write_until_killed(log_dir: Path, cycle: int, seed: int, ack_path: Path) -> 
     _ack(ack, f"START {log.log_end_offset}")
     producer_id = PRODUCER_ID_BASE + cycle
     sequence = 0
+    txn_producer_id = TXN_PRODUCER_ID_BASE + cycle
+    txn_sequence = 0
+    txn_open = False
     flush_every = rng.randint(1, 8)
     deadline = time.monotonic() + _MAX_CHILD_SECONDS
     appends = 0
@@ -106,7 +126,21 @@ def write_until_killed(log_dir: Path, cycle: int, seed: int, ack_path: Path) -> 
         count = rng.randint(1, 24)
         codec = rng.choice(codecs)
         records = records_for(start, count)
-        if rng.random() < 0.35:
+        draw = rng.random()
+        if txn_open and draw < 0.3:
+            # End the open transaction as the coordinator would; the marker takes one offset.
+            marker = ControlRecordType.ABORT if aborts(start) else ControlRecordType.COMMIT
+            log.append_end_txn_marker(txn_producer_id, 0, marker, COORDINATOR_EPOCH)
+            txn_open = False
+            continue
+        if draw < 0.15:
+            info = log.append_records(
+                records, compression=codec, producer_id=txn_producer_id, producer_epoch=0,
+                base_sequence=txn_sequence, is_transactional=True,
+            )
+            txn_sequence += count
+            txn_open = True
+        elif draw < 0.45:
             info = log.append_records(
                 records, compression=codec, producer_id=producer_id, producer_epoch=0, base_sequence=sequence
             )

@@ -11,21 +11,27 @@ LogManager reopens the dir and the test checks:
 * every batch served from the log start to the log end has a valid CRC and decodes, the records beyond the last
   flush that survived are byte-identical too, and nothing is served at or past the log end;
 * the idempotent producer's state survived: resending the last batch it wrote is answered as a duplicate;
-* appends continue; after a clean shutdown ``verify_paths`` finds no problem.
+* transactions: the test, acting as the coordinator after a crash, aborts every transaction the producer state
+  still holds open; then a read_committed consumer (Kafka's fetcher algorithm over the aborted transactions the
+  log returns, i.e. the ``.txnindex``) sees exactly the data records that the markers in the log leave
+  committed, and every writer-written marker is the one :func:`aborts` chose;
+* appends continue; after a clean shutdown ``verify_paths`` finds no problem (indexes, snapshots, checkpoints).
 
 Between cycles the test raises the log start offset and runs retention, so the log (and each cycle's check) stays
-small. ``LOGMGR_CRASH_CYCLES`` (default 50) and ``LOGMGR_CRASH_SEED`` change the run.
+small. ``LOGMGR_CRASH_CYCLES`` (default 100; 2,000 with ``LOGMGR_SOAK=1``) and ``LOGMGR_CRASH_SEED`` change the
+run; with ``LOGMGR_FAULT_REPORT=FILE`` the figures are appended to FILE as one JSON line.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -42,10 +48,14 @@ from segments.compression import CompressionType
 from segments.errors import StorageFormatError
 from segments.file_records import iter_batches
 from segments.naming import LOG_SUFFIX, offset_from_file_name
-from segments.records import DefaultRecordBatch
+from segments.records import ControlRecordType, DefaultRecordBatch, EndTransactionMarker
 from tests.faults.crash_writer import (
+    COORDINATOR_EPOCH,
     PARTITION,
+    PRODUCER_ID_BASE,
     TOPIC,
+    TXN_PRODUCER_ID_BASE,
+    aborts,
     broker_properties,
     headers_for,
     key_for,
@@ -57,7 +67,8 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the crash write
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CYCLES = int(os.environ.get("LOGMGR_CRASH_CYCLES", "50"))
+SOAK = os.environ.get("LOGMGR_SOAK") == "1"
+CYCLES = int(os.environ.get("LOGMGR_CRASH_CYCLES", "2000" if SOAK else "100"))
 SEED = int(os.environ.get("LOGMGR_CRASH_SEED", "20240611"))
 KEEP_RECORDS = 2_000
 """Records kept below the log end between cycles (the rest goes through DeleteRecords + retention)."""
@@ -151,6 +162,10 @@ class Figures:
     lost_records: int = 0
     corrupt_served: int = 0
     duplicates_detected: int = 0
+    transactions_committed: int = 0
+    transactions_aborted: int = 0
+    aborted_after_crash: int = 0
+    read_committed_records: int = 0
 
     def __str__(self) -> str:
         return ", ".join(f"{f.name.replace('_', ' ')} {getattr(self, f.name)}" for f in fields(self))
@@ -210,6 +225,9 @@ def _check_contents(log: Log, acked: int, figures: Figures) -> LastIdempotent | 
                 batch = found.batch
                 assert isinstance(batch, DefaultRecordBatch)
                 batch.ensure_valid()
+                if batch.is_control:
+                    offset = max(offset, batch.last_offset + 1)
+                    continue
                 for record in batch.records():
                     if record.offset < offset:
                         continue
@@ -219,7 +237,7 @@ def _check_contents(log: Log, acked: int, figures: Figures) -> LastIdempotent | 
                         raise AssertionError(f"offset {offset}: wrong key, value or headers served")
                     offset += 1
                     served += 1
-                if batch.producer_id >= 0:
+                if PRODUCER_ID_BASE <= batch.producer_id < TXN_PRODUCER_ID_BASE:
                     last_idempotent = LastIdempotent(
                         batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.base_offset,
                         batch.records_count, batch.compression,
@@ -237,6 +255,90 @@ def _check_contents(log: Log, acked: int, figures: Figures) -> LastIdempotent | 
     with pytest.raises(OffsetOutOfRangeError):
         log.read(end + 1, FETCH_BYTES, isolation=Isolation.LOG_END)
     return last_idempotent
+
+
+# The test's own coordinator writes its markers with this epoch, so they are told apart from the writer's.
+RECOVERY_COORDINATOR_EPOCH = COORDINATOR_EPOCH + 1
+
+
+def _abort_open_transactions(log: Log, figures: Figures) -> None:
+    """What a transaction coordinator does after the producer died: abort every transaction still open."""
+    open_producers = list(log.producer_state.ongoing_txns)
+    for producer_id in open_producers:
+        log.append_end_txn_marker(producer_id, 0, ControlRecordType.ABORT, RECOVERY_COORDINATOR_EPOCH)
+    figures.aborted_after_crash += len(open_producers)
+
+
+def _committed_view_from_markers(log: Log, figures: Figures) -> list[int]:
+    """The data offsets a read_committed consumer must see, derived from the batches and markers alone (no
+    index): a transactional record is visible iff the next marker of its producer is a COMMIT. Also checks that
+    every writer-written marker is the one :func:`aborts` chose for its offset."""
+    data: list[tuple[int, int, bool]] = []  # (offset, producer, transactional)
+    markers: dict[int, list[tuple[int, bool]]] = {}  # producer -> [(marker offset, committed)]
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        for batch in log.read(offset, FETCH_BYTES, isolation=Isolation.LOG_END).batches():
+            if batch.last_offset < offset:
+                continue
+            if batch.is_control:
+                record = batch.records()[0]
+                control = ControlRecordType.parse(record.key)
+                committed = control is ControlRecordType.COMMIT
+                markers.setdefault(batch.producer_id, []).append((batch.base_offset, committed))
+                figures.transactions_committed += committed
+                figures.transactions_aborted += not committed
+                epoch = EndTransactionMarker.parse(control, record.value).coordinator_epoch
+                if epoch == COORDINATOR_EPOCH:
+                    assert committed is not aborts(batch.base_offset), f"marker at {batch.base_offset} is not the writer's"
+                else:
+                    assert epoch == RECOVERY_COORDINATOR_EPOCH and not committed
+            else:
+                data.extend((r.offset, batch.producer_id, batch.is_transactional) for r in batch.records() if r.offset >= offset)
+            offset = max(offset, batch.last_offset + 1)
+    visible = []
+    for record_offset, producer_id, transactional in data:
+        if transactional:
+            following = [committed for at, committed in markers.get(producer_id, []) if at > record_offset]
+            assert following, f"transactional record {record_offset} has no marker after the coordinator's aborts"
+            if not following[0]:
+                continue
+        visible.append(record_offset)
+    return visible
+
+
+def _read_committed_view(log: Log) -> list[int]:
+    """The data offsets a read_committed consumer sees: Kafka's fetcher drops the transactional batches of a
+    producer from the first offset of an aborted transaction the log returns (its ``.txnindex``) until that
+    producer's ABORT marker."""
+    seen: list[int] = []
+    aborted_producers: set[int] = set()
+    pending: list[tuple[int, int]] = []
+    offset = log.log_start_offset
+    stable = log.last_stable_offset
+    while offset < stable:
+        fetch = log.read(offset, FETCH_BYTES, isolation=Isolation.READ_COMMITTED)
+        pending = sorted({*pending, *((t.first_offset, t.producer_id) for t in fetch.aborted_transactions or ())})
+        batches = [b for b in fetch.batches() if b.last_offset >= offset and b.base_offset < stable]
+        if not batches:
+            break
+        for batch in batches:
+            while pending and pending[0][0] <= batch.last_offset:
+                aborted_producers.add(pending.pop(0)[1])
+            if batch.is_control:
+                if ControlRecordType.parse(batch.records()[0].key) is ControlRecordType.ABORT:
+                    aborted_producers.discard(batch.producer_id)
+            elif not (batch.is_transactional and batch.producer_id in aborted_producers):
+                seen.extend(r.offset for r in batch.records() if r.offset >= offset)
+            offset = max(offset, batch.last_offset + 1)
+    return seen
+
+
+def _check_transactions(log: Log, figures: Figures) -> None:
+    _abort_open_transactions(log, figures)
+    assert log.last_stable_offset == log.log_end_offset
+    expected = _committed_view_from_markers(log, figures)
+    assert _read_committed_view(log) == expected, "the read_committed view differs from what the markers decide"
+    figures.read_committed_records += len(expected)
 
 
 def _check_producer_state(log: Log, last: LastIdempotent, figures: Figures) -> None:
@@ -277,6 +379,7 @@ def _reopen_and_check(log_dir: Path, durable: Durable, expected_start: int, figu
         last_idempotent = _check_contents(log, durable.log_end_offset, figures)
         if last_idempotent is not None:
             _check_producer_state(log, last_idempotent, figures)
+        _check_transactions(log, figures)
         end = log.log_end_offset
         info = log.append_records(records_for(end, 3), compression=CompressionType.LZ4)
         assert (info.first_offset, info.last_offset) == (end, end + 2)
@@ -328,5 +431,9 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
             figures.cycles += 1
     elapsed = time.monotonic() - started
     print(f"\ncrash test (seed {SEED}, {elapsed:.1f} s): {figures}")
+    report = os.environ.get("LOGMGR_FAULT_REPORT")
+    if report:
+        with open(report, "a") as out:
+            out.write(json.dumps({"test": "crash", "seed": SEED, "seconds": round(elapsed, 1), **asdict(figures)}) + "\n")
     assert figures.lost_records == 0
     assert figures.corrupt_served == 0
