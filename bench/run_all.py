@@ -22,6 +22,7 @@ from pathlib import Path
 
 import append_bench
 import header_walk
+import load_bench
 import lookup_bench
 import read_bench
 import record_codec
@@ -39,6 +40,7 @@ BENCHMARKS = {
     "startup": ("LogManager startup, clean vs unclean", startup_bench),
     "lookup": ("Offset and timestamp lookup latency", lookup_bench),
     "spark": ("Spark kafka-log source", spark_bench),
+    "load": ("Load: writers, readers and every job", load_bench),
 }
 
 _PACKAGES = ("crc32c", "cramjam", "kafka-python", "aiokafka", "lz4")

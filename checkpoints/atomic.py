@@ -3,20 +3,33 @@
 The new content goes to ``<path>.tmp``, is flushed and fsynced, renamed over ``path`` (an atomic replace on
 POSIX) and the parent directory is fsynced so the rename itself survives a crash. A reader therefore sees either
 the old file or the complete new one, never a torn write.
+
+Failures (a full disk, a file-size limit, an I/O error) raise an ``OSError`` that names the file, since a bare
+``write``/``fsync`` on a descriptor reports none; the temporary file is removed and the old content stays.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from os import PathLike
 
 
+def _named(err: OSError, path: str) -> OSError:
+    """An ``OSError`` of ``err``'s errno (and so of its class) naming ``path``: calls on a descriptor name no file."""
+    return OSError(err.errno, err.strerror, path)
+
+
 def fsync_dir(path: str | PathLike[str]) -> None:
-    """Fsync the directory ``path`` so entries created, renamed or removed in it are durable. O(1)."""
+    """Fsync the directory ``path`` so entries created, renamed or removed in it are durable. O(1).
+
+    An ``OSError`` names the directory."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
+    except OSError as err:
+        raise _named(err, os.fspath(path)) from err
     finally:
         os.close(fd)
 
@@ -26,13 +39,27 @@ def atomic_write_bytes(path: str | PathLike[str], data: bytes, *, sync: bool = T
 
     With ``sync=False`` the file and directory fsyncs are skipped (the rename stays atomic, only durability
     is deferred), as Kafka does for snapshots taken at segment roll. On any failure the temporary file is
-    removed and the exception re-raised; the previous content of ``path`` is untouched.
+    removed and the exception re-raised (an ``OSError`` naming the file it failed on); the previous content of
+    ``path`` is untouched. A failure of the final directory fsync comes after the rename: ``path`` then holds
+    the new content, whose durability is unknown.
     """
     target = os.fspath(path)
     tmp = target + ".tmp"
+    # A leftover ``tmp`` (a crash mid-write) is ours to replace, but never to write through: a symbolic link
+    # there is removed, not followed, and the new file is created exclusively (O_EXCL fails on any link).
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+        if os.path.islink(tmp) or os.path.isfile(tmp):
+            os.unlink(tmp)
     # Opened outside the try: if the open itself fails we created nothing, and whatever sits at ``tmp``
     # (say, a directory) is not ours to remove.
-    out = open(tmp, "wb")  # noqa: SIM115 - closed by the ``with`` below, inside the cleanup scope
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileExistsError:
+        if os.path.isdir(tmp):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), tmp) from None
+        raise
+    out = os.fdopen(fd, "wb")
     try:
         with out:
             out.write(data)
@@ -40,9 +67,11 @@ def atomic_write_bytes(path: str | PathLike[str], data: bytes, *, sync: bool = T
             if sync:
                 os.fsync(out.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.filename is None:
+            raise _named(err, tmp) from err
         raise
     if sync:
         fsync_dir(os.path.dirname(os.path.abspath(target)))

@@ -18,12 +18,12 @@ from checkpoints import (
     CleanShutdownMarker,
     OffsetCheckpointFile,
 )
-from cli.common import Failure, one_line_errors
+from cli.common import Failure, one_line_errors, refuse_links, topic_partition_argument
 from logmgr.config import LogConfig
 from logmgr.dir_lock import LogDirLock
 from logmgr.log_loader import load_log
 from segments.compression import CompressionType
-from segments.naming import TopicPartition, validate_topic
+from segments.naming import TopicPartition
 from segments.records import NO_TIMESTAMP, Header, SimpleRecord
 
 _FIELDS = {"key", "key_b64", "value", "value_b64", "headers", "headers_b64", "timestamp"}
@@ -142,10 +142,10 @@ def append(
     Example:
         printf '{"key":"k1","value":"hello"}\\n' | logmgr append /var/lib/kafka/data orders-0 --compression zstd
     """
-    tp = TopicPartition.parse(topic_partition)
-    validate_topic(tp.topic)
+    tp = topic_partition_argument(topic_partition)
     partition_dir = log_dir / str(tp)
     records = list(read_records(source, "stdin" if source is sys.stdin else source.name))
+    refuse_links(log_dir, [partition_dir])
     with LogDirLock(log_dir):
         created = not partition_dir.is_dir()
         if created and not create:

@@ -24,10 +24,10 @@ from checkpoints import (
 from checkpoints.clean_shutdown import parse_clean_shutdown
 from checkpoints.kafka_uuid import uuid_to_kafka
 from checkpoints.offset_checkpoint import OFFSET_CHECKPOINT_FILES
-from cli.common import Failure, one_line_errors
+from cli.common import Failure, one_line_errors, refuse_links, topic_partition_argument
 from logmgr.dir_lock import LogDirLock
 from segments.errors import StorageFormatError
-from segments.naming import SNAPSHOT_SUFFIX, TopicPartition
+from segments.naming import SNAPSHOT_SUFFIX
 
 
 def _camel(name: str) -> str:
@@ -178,8 +178,9 @@ def set_offset(file: Path, topic_partition: str, offset: int, force: bool) -> No
     """
     if file.name not in OFFSET_CHECKPOINT_FILES:
         raise Failure(f"{file}: not an offset checkpoint (expected one of {', '.join(OFFSET_CHECKPOINT_FILES)})")
-    tp = TopicPartition.parse(topic_partition)
+    tp = topic_partition_argument(topic_partition)
     checkpoint = OffsetCheckpointFile(file)
+    refuse_links(file.parent, [])
     with LogDirLock(file.parent):
         entries = checkpoint.read()
         if tp not in entries and not (file.parent / str(tp)).is_dir() and not force:

@@ -21,7 +21,7 @@ from checkpoints.offset_checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
-from cli.common import ProgressBar, one_line_errors
+from cli.common import ProgressBar, one_line_errors, refuse_links
 from logmgr.config import BrokerConfig, load_server_properties
 from logmgr.log_dirs import readonly_segments
 from logmgr.log_manager import CleanupReport, LogManager
@@ -235,6 +235,7 @@ def cleanup(
     if dry_run:
         _report_plans(plan_dir(broker, logdir, int(time.time() * 1000)), as_json)
         return
+    refuse_links(logdir)
     with ProgressBar("loading", as_json=as_json) as bar:
         manager = LogManager(broker, topic_overrides=INTERNAL_TOPIC_OVERRIDES, progress=bar.update)
         manager.startup()

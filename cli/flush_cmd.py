@@ -9,9 +9,8 @@ import click
 
 from checkpoints.offset_checkpoint import RECOVERY_POINT_CHECKPOINT_FILE, OffsetCheckpointFile
 from cli.cleanup_cmd import NO_SCHEDULED_JOBS_MS, broker_config
-from cli.common import Failure, one_line_errors
+from cli.common import Failure, one_line_errors, refuse_links, topic_partition_argument
 from logmgr.log_manager import LogManager
-from segments.errors import StorageFormatError
 from segments.naming import TopicPartition
 
 
@@ -19,9 +18,9 @@ def _parse_partition(
     ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 ) -> list[TopicPartition]:
     try:
-        return [TopicPartition.parse(value) for value in values]
-    except StorageFormatError as err:
-        raise click.BadParameter(str(err)) from None
+        return [topic_partition_argument(value) for value in values]
+    except Failure as err:
+        raise click.BadParameter(err.message) from None
 
 
 @click.command()
@@ -46,6 +45,7 @@ def flush(logdir: Path, partitions: list[TopicPartition], as_json: bool) -> None
     Example:
         logmgr flush /var/lib/kafka/data --partition orders-0 --partition orders-1
     """
+    refuse_links(logdir)
     manager = LogManager(broker_config([logdir], None, log_initial_task_delay_ms=NO_SCHEDULED_JOBS_MS))
     manager.startup()
     # Read under the lock: the checkpoint as the dir held it, before this run's own checkpoint write (loading

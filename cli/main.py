@@ -18,7 +18,7 @@ import click
 from cli.append_cmd import append
 from cli.checkpoints_cmd import checkpoints
 from cli.cleanup_cmd import cleanup
-from cli.common import ProgressBar, one_line_errors
+from cli.common import Failure, ProgressBar, one_line_errors, refuse_links
 from cli.dump_cmd import dump
 from cli.export_cmd import export
 from cli.flush_cmd import flush
@@ -117,6 +117,10 @@ def reindex(target: Path, out: Path | None, index_interval_bytes: int, as_json: 
         if out is None:
             # In place, reindex writes into the partition dir: never while a broker (or logmgr) holds the log dir.
             partition_dir = target if target.is_dir() else target.parent
+            if partition_dir.is_symlink():
+                # The lock taken would be the link's dir's, not the one of the dir written into.
+                raise Failure(f"{partition_dir} is a symbolic link: reindex the directory it points to")
+            refuse_links(partition_dir.parent, [partition_dir])
             stack.enter_context(LogDirLock(partition_dir.parent))
         bar = stack.enter_context(ProgressBar("reindexing", as_json=as_json))
         done = 0

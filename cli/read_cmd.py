@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from checkpoints import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
-from cli.common import Failure, one_line_errors
+from cli.common import Failure, one_line_errors, topic_partition_argument
 from logmgr.log_dirs import readonly_segments
 from segments.log_segment import LogSegment
 from segments.naming import TopicPartition
@@ -150,8 +150,11 @@ def read(
     """
     if from_offset is not None and from_time is not None:
         raise click.UsageError("--from-offset and --from-time exclude each other")
-    tp = TopicPartition.parse(topic_partition)
+    tp = topic_partition_argument(topic_partition)
     partition_dir = log_dir / str(tp)
+    if partition_dir.is_symlink():
+        # Like info, the LogManager and the Spark source: a linked dir is not a partition of this log dir.
+        raise Failure(f"{partition_dir}: is a symbolic link, not a partition dir of {log_dir}")
     if not partition_dir.is_dir():
         raise Failure(f"{partition_dir}: no such partition dir")
     try:

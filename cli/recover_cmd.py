@@ -11,7 +11,7 @@ import click
 
 from checkpoints.clean_shutdown import CleanShutdownMarker
 from cli.cleanup_cmd import NO_SCHEDULED_JOBS_MS, broker_config
-from cli.common import ProgressBar, one_line_errors
+from cli.common import ProgressBar, one_line_errors, refuse_links
 from logmgr.dir_lock import is_locked_by_another_process
 from logmgr.errors import LogDirLockedError
 from logmgr.log import RecoveryStats
@@ -58,6 +58,9 @@ def recover(logdir: Path, dry_run: bool, as_json: bool) -> None:
         logmgr recover /var/lib/kafka/data --dry-run
         logmgr recover /var/lib/kafka/data --json
     """
+    # Checked on LOGDIR for --dry-run too: the copy keeps the links, and they would lead the recovery of the copy
+    # to the files they point to.
+    refuse_links(logdir)
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="logmgr-recover-") as scratch:
             copy = Path(scratch) / logdir.name

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from cli.cleanup_cmd import INTERNAL_TOPIC_OVERRIDES, broker_config
-from cli.common import one_line_errors
+from cli.common import one_line_errors, refuse_links
 from logmgr.log_manager import CleanupReport, LogManager
 from logmgr.scheduler import ApsScheduler
 from logmgr.segment_deleter import DeletionRun
@@ -217,6 +217,9 @@ def serve(logdirs: tuple[Path, ...], config_file: Path | None, status_port: int 
         logmgr serve /var/lib/kafka/data --config /etc/kafka/server.properties --status-port 9404
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for logdir in logdirs:
+        if logdir.is_dir():
+            refuse_links(logdir)
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:

@@ -14,11 +14,14 @@ POSIX record locks belong to a process, not to a file descriptor, with two traps
   even briefly, could make a broker starting at that moment fail). Code elsewhere in the process must not open
   and close a held ``.lock`` either.
 
-A ``.lock`` file left behind by a dead process holds no lock and blocks nothing; the file is never deleted.
+A ``.lock`` file left behind by a dead process holds no lock and blocks nothing; the file is never deleted. A
+``.lock`` that is a symbolic link is never followed (``O_NOFOLLOW``): creating or locking the file it names could
+reach outside the log dir, so it raises ``OSError`` (``ELOOP``) instead.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import struct
@@ -83,6 +86,16 @@ def _holder_pid(fd: int) -> int | None:
     return pid
 
 
+def _open_lock_file(path: str, flags: int) -> int:
+    """Open ``path`` without following a symbolic link at it; an OSError naming the link otherwise."""
+    try:
+        return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "the lock file is a symbolic link, which is never followed", path) from None
+        raise
+
+
 def _locked_message(log_dir: str, pid: int | None) -> str:
     holder = f", pid {pid}" if pid else ""
     return (
@@ -112,7 +125,7 @@ def is_locked_by_another_process(log_dir: str | os.PathLike[str]) -> bool:
         if _dir_key(path) in _registry.held:
             return False
         try:
-            fd = os.open(os.path.join(path, LOCK_FILE_NAME), os.O_RDONLY | os.O_CLOEXEC)
+            fd = _open_lock_file(os.path.join(path, LOCK_FILE_NAME), os.O_RDONLY)
         except FileNotFoundError:
             return False
         try:
@@ -140,7 +153,7 @@ class LogDirLock:
                     f"this process already holds the lock of {_registry.held[key]}; "
                     f"cannot lock {self._log_dir} a second time"
                 )
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = _open_lock_file(self._lock_path, os.O_RDWR | os.O_CREAT)
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:

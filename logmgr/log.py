@@ -134,10 +134,21 @@ class RecoveryStats:
 
 @dataclass(slots=True)
 class LogDirState:
-    """Shared by every log of one log dir: set by the manager, checked on append."""
+    """Shared by every log of one log dir: set by the manager (or by a log that hit an I/O error), checked on
+    every read and write."""
 
     offline: bool = False
     full: bool = False
+    failure: str | None = None
+    """The I/O error that took the dir offline, quoted by every refusal that follows."""
+
+    def mark_offline(self, err: BaseException) -> bool:
+        """Take the dir offline after ``err``; True the first time (the failure then recorded is ``err``). O(1)."""
+        first = not self.offline
+        if first:
+            self.failure = str(err)
+        self.offline = True
+        return first
 
 
 def _synchronous(func: Callable[[], None]) -> None:
@@ -236,6 +247,12 @@ class Log:
     def set_high_watermark_provider(self, provider: Callable[[], int] | None) -> None:
         """Let the embedding service answer :attr:`high_watermark` (e.g. from its replication state). O(1)."""
         self._high_watermark_provider = provider
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        """Drop producers idle for ``producer.id.expiration.ms`` under the log lock (appends add producers and
+        open transactions concurrently), as Kafka's ``removeExpiredProducers``. O(producers)."""
+        with self._lock:
+            self.producer_state.remove_expired_producers(now_ms)
 
     @property
     def last_stable_offset(self) -> int:
@@ -337,7 +354,7 @@ class Log:
     def _append(self, records: bytes, *, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
         batches = self._validate(records)
         with self._lock:
-            self._ensure_writable()
+            self._ensure_online()
             if self.dir_state.full:
                 raise LogDirFullError(
                     f"{self.topic_partition}: log dir {self.dir.parent} is above its disk usage limit; appends are "
@@ -394,8 +411,7 @@ class Log:
             try:
                 position = segment.append(data)
             except OSError as err:
-                self._mark_offline(err)
-                raise KafkaStorageError(f"{self.topic_partition}: append failed: {err}") from err
+                raise self._io_failure(f"append of {len(data)} bytes at offset {first.base_offset}", err) from err
             for batch in stamped:
                 if batch.partition_leader_epoch >= 0:
                     self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
@@ -405,7 +421,11 @@ class Log:
                 # The LSO is computed after every producer of the append is updated, as in Kafka.
                 lso = self.producer_state.last_stable_offset(ended)
                 if ended.is_aborted:
-                    segment.append_aborted_txn(AbortedTxn(ended.producer_id, ended.first_offset, ended.last_offset, lso))
+                    aborted = AbortedTxn(ended.producer_id, ended.first_offset, ended.last_offset, lso)
+                    try:
+                        segment.append_aborted_txn(aborted)
+                    except OSError as err:
+                        raise self._io_failure(f"transaction index append at offset {last.last_offset}", err) from err
                 self.producer_state.complete_txn(ended)
             self._publish_end(last.last_offset + 1)
             self.producer_state.update_map_end_offset(self._log_end_offset)
@@ -459,7 +479,7 @@ class Log:
         time-index entry and trimmed indexes, producer state is snapshotted at the new base, and the segments below
         it are flushed (asynchronously when a scheduler is attached). O(1) + flush."""
         with self._lock:
-            self._ensure_writable()
+            self._ensure_online()
             new_offset = max(expected_next_offset or 0, self._log_end_offset)
             active = self.segments.active_segment
             if active.base_offset == new_offset and active.size == 0:
@@ -467,12 +487,17 @@ class Log:
                 return active
             if log_file(self.dir, new_offset).exists():
                 raise KafkaStorageError(f"{self.topic_partition}: segment file for offset {new_offset} already exists")
-            active.on_become_inactive_segment()
-            segment = self._new_segment(new_offset)
-            self.segments.add(segment)
-            self._publish_end(self._log_end_offset)
-            self.producer_state.update_map_end_offset(new_offset)
-            self.producer_state.take_snapshot(sync=False)
+            # Kafka's roll runs under maybeHandleIOException: any I/O error (trimming the old indexes, creating the
+            # new files, the producer snapshot) takes the dir offline, whatever step it interrupted.
+            try:
+                active.on_become_inactive_segment()
+                segment = self._new_segment(new_offset)
+                self.segments.add(segment)
+                self._publish_end(self._log_end_offset)
+                self.producer_state.update_map_end_offset(new_offset)
+                self.producer_state.take_snapshot(sync=False)
+            except OSError as err:
+                raise self._io_failure(f"roll to offset {new_offset}", err) from err
             self._run_async(lambda: self.flush_up_to_segment(new_offset))
             logger.info("%s rolled new segment at offset %d", self.topic_partition, new_offset)
             return segment
@@ -498,6 +523,7 @@ class Log:
         """fsync every segment holding offsets in ``[recovery_point, up_to_offset)`` (default: everything) and
         advance the recovery point; fsyncs the directory so new segment files survive a crash. O(dirty bytes)."""
         with self._lock:
+            self._ensure_online()
             target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
             if target <= self._recovery_point and up_to_offset is not None:
                 return
@@ -508,8 +534,8 @@ class Log:
                     segment.flush()
                 fsync_dir(self.dir)
             except OSError as err:
-                self._mark_offline(err)
-                raise KafkaStorageError(f"{self.topic_partition}: flush failed: {err}") from err
+                # The recovery point stays: after a failed fsync the kernel may have dropped the dirty pages.
+                raise self._io_failure(f"flush up to offset {target}", err) from err
             if target > self._recovery_point:
                 self._recovery_point = target
             self.last_flush_ms = self.clock.time_ms()
@@ -517,16 +543,20 @@ class Log:
     def flush_up_to_segment(self, base_offset: int) -> None:
         """The post-roll flush: everything below ``base_offset`` plus the producer snapshot written at the roll."""
         with self._lock:
-            if self._closed:
+            # A post-roll flush queued before the log closed or its dir went offline has nothing left to make durable.
+            if self._closed or self.is_offline:
                 return
             self.flush(base_offset)
             snapshot = producer_snapshot_file(self.dir, base_offset)
             if snapshot.exists():
-                fd = os.open(snapshot, os.O_RDONLY)
                 try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                    fd = os.open(snapshot, os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                except OSError as err:
+                    raise self._io_failure(f"fsync of {snapshot}", err) from err
 
     # -- read -------------------------------------------------------------------------------------------------------
 
@@ -542,7 +572,9 @@ class Log:
         """Whole batches from the one holding ``start_offset``, at most ``max_bytes`` (at least one batch when
         ``min_one_message``), never past the isolation bound (high watermark, last stable offset or log end) or
         ``max_offset``. read_committed also returns the aborted transactions overlapping the result. Raises
-        :class:`OffsetOutOfRangeError` outside ``[log_start_offset, log_end_offset]``. O(log n + bytes)."""
+        :class:`OffsetOutOfRangeError` outside ``[log_start_offset, log_end_offset]`` and
+        :class:`KafkaStorageError` once the log is closed or its dir offline. O(log n + bytes)."""
+        self._ensure_online()
         end = self._end
         log_end = end[0]
         if isolation is Isolation.LOG_END:
@@ -574,6 +606,14 @@ class Log:
                     aborted = None
                     if isolation is Isolation.READ_COMMITTED:
                         aborted = self._collect_aborted(segment, start_offset, fetch.position, fetch.size)
+                        if self._log_start_offset > start_offset:
+                            # Retention removed this segment and later ones while we read: the .txnindex
+                            # entries of markers in those later segments may be missing from ``aborted``, so
+                            # the data cannot be served as committed. The offset is now out of range anyway.
+                            raise OffsetOutOfRangeError(
+                                f"{self.topic_partition}: offset {start_offset} was deleted during the read "
+                                f"(log start is now {self._log_start_offset})"
+                            )
                     return FetchDataInfo(fetch.offset, data, segment.base_offset, fetch.position, aborted)
             segment = self.segments.higher_segment(segment.base_offset)
         return empty
@@ -610,7 +650,9 @@ class Log:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp``; ``-2`` gives the log start
-        offset, ``-1`` the log end offset, ``-3`` the record with the max timestamp. O(segments + bytes scanned)."""
+        offset, ``-1`` the log end offset, ``-3`` the record with the max timestamp; :class:`KafkaStorageError` once
+        the log is closed or its dir offline. O(segments + bytes scanned)."""
+        self._ensure_online()
         if timestamp == EARLIEST_TIMESTAMP:
             return self._log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
@@ -647,7 +689,7 @@ class Log:
         if target_offset < 0:
             raise ValueError(f"cannot truncate to a negative offset {target_offset}")
         with self._lock:
-            self._ensure_writable()
+            self._ensure_online()
             if target_offset >= self._log_end_offset:
                 return False
             first = self.segments.first_segment()
@@ -671,7 +713,7 @@ class Log:
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at ``new_offset``. O(segments)."""
         with self._lock:
-            self._ensure_writable()
+            self._ensure_online()
             self._remove_and_delete(self.segments.values(), reason="full truncation", roll_to=new_offset)
             self._publish_end(new_offset)
             self._log_start_offset = new_offset
@@ -684,6 +726,7 @@ class Log:
         """Raise the log start offset to ``offset`` (Kafka's DeleteRecords); never past the high watermark. The
         segments wholly below it go at the next cleanup. Returns the new log start offset. O(epochs)."""
         with self._lock:
+            self._ensure_online()
             if offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"{self.topic_partition}: cannot delete records before {offset}, beyond the high watermark "
@@ -723,6 +766,10 @@ class Log:
         """Delete the given segments (oldest first, a prefix of the log), rolling first when every segment goes;
         the log start offset moves to the first remaining offset. Returns bytes scheduled for deletion."""
         with self._lock:
+            # Closed by a concurrent deletion of the log: its files are going anyway.
+            if self._closed:
+                return 0
+            self._ensure_online()
             doomed = [s for s in (self.segments.get(b) for b in base_offsets) if s is not None]
             if not doomed:
                 return 0
@@ -735,7 +782,10 @@ class Log:
                 self._log_start_offset = remaining.base_offset
                 self.leader_epochs.truncate_from_start(self._log_start_offset)
                 self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
-            self._remove_and_delete(doomed, reason=reason)
+            try:
+                self._remove_and_delete(doomed, reason=reason)
+            except OSError as err:
+                raise self._io_failure(f"{reason} deletion of {len(doomed)} segments", err) from err
             return freed
 
     def _remove_and_delete(self, doomed: Iterable[LogSegment], *, reason: str, roll_to: int | None = None) -> None:
@@ -760,41 +810,69 @@ class Log:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
-    def _ensure_writable(self) -> None:
+    def _ensure_online(self) -> None:
+        # Reads are refused too: Kafka stops serving every partition of an offline dir (fetches answer
+        # KAFKA_STORAGE_ERROR), so nothing is read from a failed disk until a restart has recovered the dir.
         if self._closed:
-            raise KafkaStorageError(f"{self.topic_partition}: log is closed")
-        if self._offline_error is not None or self.dir_state.offline:
-            raise KafkaStorageError(f"{self.topic_partition}: log dir is offline ({self._offline_error or 'I/O error'})")
+            raise KafkaStorageError(f"{self.topic_partition}: log in {self.dir} is closed")
+        if self.is_offline:
+            cause = self._offline_error or self.dir_state.failure or "I/O error"
+            raise KafkaStorageError(f"{self.topic_partition}: log dir {self.dir.parent} is offline ({cause})")
+
+    def _io_failure(self, action: str, err: OSError) -> KafkaStorageError:
+        """Take the log's dir offline after ``err`` (Kafka's ``maybeHandleIOException`` feeding the
+        LogDirFailureChannel) and return the error to raise, naming the partition dir (and the file when the
+        ``OSError`` names one). O(1)."""
+        self._mark_offline(err)
+        return KafkaStorageError(f"{self.topic_partition}: {action} failed in {self.dir}: {err}")
 
     def prune_producer_snapshots(self) -> list[int]:
         """Delete producer snapshots no longer needed (the pre-2.8 rule: keep the last two segments' snapshots and
         every one from the recovery point's segment on; drop those of deleted segments). O(snapshots)."""
         with self._lock:
-            if self._closed:
+            if self._closed or self.is_offline:
                 return []
-            return self.producer_state.prune_snapshots_pre_2_8(self.segments.base_offsets(), self._recovery_point)
+            try:
+                return self.producer_state.prune_snapshots_pre_2_8(self.segments.base_offsets(), self._recovery_point)
+            except OSError as err:
+                raise self._io_failure("producer snapshot pruning", err) from err
 
     def _mark_offline(self, err: OSError) -> None:
         self._offline_error = err
-        self.dir_state.offline = True
+        self.dir_state.mark_offline(err)
         logger.error("%s: I/O error, log marked offline: %s", self.topic_partition, err)
 
     @property
     def is_offline(self) -> bool:
-        return self._offline_error is not None
+        """True once this log hit an I/O error or any log of its dir did: the dir goes offline as a whole, as in
+        Kafka. O(1)."""
+        return self._offline_error is not None or self.dir_state.offline
 
     def close(self) -> None:
-        """Snapshot producer state at the log end (fsynced), flush the leader epochs, close every segment
-        (final time-index entries, trimmed indexes). O(segments)."""
+        """Snapshot producer state at the log end (fsynced; skipped when the dir is offline), flush the leader
+        epochs, close every segment (final time-index entries, trimmed indexes). An I/O error takes the dir
+        offline and raises :class:`KafkaStorageError` after every segment was closed. O(segments)."""
         with self._lock:
             if self._closed:
                 return
-            if self._offline_error is None:
-                self.producer_state.update_map_end_offset(self._log_end_offset)
-                if self.producer_state.latest_snapshot_offset() != self._log_end_offset:
-                    self.producer_state.take_snapshot(sync=True)
-            self.segments.close()
-            self._closed = True
+            failure: KafkaStorageError | None = None
+            # No snapshot into an offline dir: Kafka writes nothing more there.
+            if not self.is_offline:
+                try:
+                    self.producer_state.update_map_end_offset(self._log_end_offset)
+                    if self.producer_state.latest_snapshot_offset() != self._log_end_offset:
+                        self.producer_state.take_snapshot(sync=True)
+                except OSError as err:
+                    failure = self._io_failure(f"producer snapshot at offset {self._log_end_offset}", err)
+            # The descriptors are released even after a failure, so a failed dir does not pin its files.
+            try:
+                self.segments.close()
+            except OSError as err:
+                failure = failure or self._io_failure("close", err)
+            finally:
+                self._closed = True
+            if failure is not None:
+                raise failure
 
     def delete(self) -> Path:
         """Close the log and rename its directory to ``<topic>-<partition>.<uuid>-delete`` (removed later by the

@@ -49,8 +49,8 @@ from logmgr.retention import (
 )
 from logmgr.scheduler import ApsScheduler, Scheduler
 from logmgr.segment_deleter import DeletionRun, SegmentDeleter, SegmentReaders
-from segments.errors import StorageFormatError
-from segments.naming import PartitionDirName, TopicPartition, validate_topic
+from segments.errors import InvalidPartitionDirError, StorageFormatError
+from segments.naming import PartitionDirName, TopicPartition, validate_topic_partition
 
 logger = logging.getLogger("logmgr.manager")
 
@@ -291,7 +291,8 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Stop the jobs (waiting for running ones), flush and close every log, write the checkpoints and the
-        clean-shutdown markers, release the locks. O(logs)."""
+        clean-shutdown markers, release the locks. An I/O error takes only its dir offline (no checkpoint, no
+        marker there: its next start recovers); every other dir still shuts down cleanly. O(logs)."""
         with self._lock:
             if not self._started:
                 return
@@ -300,23 +301,37 @@ class LogManager:
         with self._lock:
             if not self._started:
                 return
-            for log_dir in self._dirs.values():
-                clean = log_dir.loaded_all and not log_dir.state.offline
-                for log in log_dir.logs.values():
+            try:
+                for log_dir in self._dirs.values():
                     try:
-                        if not log.is_offline:
-                            log.flush()
-                        log.close()
-                    except (KafkaStorageError, OSError) as err:
-                        logger.error("%s: close failed: %s", log.topic_partition, err)
-                        clean = False
-                if not log_dir.state.offline:
-                    self._write_recovery_points(log_dir)
-                    self._write_log_start_offsets(log_dir)
-                    if clean:
-                        CleanShutdownMarker(self.broker_epoch).write(log_dir.path)
-                log_dir.lock.release()
-            self._started = False
+                        self._shutdown_dir(log_dir)
+                    finally:
+                        log_dir.lock.release()
+            finally:
+                self._started = False
+
+    def _shutdown_dir(self, log_dir: LogDir) -> None:
+        """Kafka's per-dir shutdown: flush and close the logs; only a dir still online gets its checkpoints, and
+        the clean-shutdown marker when every log of it loaded. O(logs of the dir)."""
+        for log in log_dir.logs.values():
+            try:
+                if not log.is_offline:
+                    log.flush()
+                log.close()
+            except KafkaStorageError as err:
+                self._mark_dir_offline(log_dir, err)
+        if log_dir.state.offline:
+            logger.warning("log dir %s is offline: no checkpoints or clean-shutdown marker written", log_dir.path)
+            return
+        self._write_recovery_points(log_dir)
+        self._write_log_start_offsets(log_dir)
+        if not log_dir.loaded_all or log_dir.state.offline:
+            return
+        try:
+            CleanShutdownMarker(self.broker_epoch).write(log_dir.path)
+        except OSError as err:
+            # Kafka swallows this failure: without the marker the next start just recovers the dir.
+            self._mark_dir_offline(log_dir, err)
 
     def __enter__(self) -> LogManager:
         self.startup()
@@ -345,12 +360,16 @@ class LogManager:
     ) -> Log:
         """The log of ``topic-partition``, created (with ``partition.metadata``) in the dir holding the fewest
         partitions when missing. Overrides become the topic's config. O(dirs)."""
-        validate_topic(topic)
         tp = TopicPartition(topic, partition)
+        validate_topic_partition(tp)
         with self._lock:
             existing = self.get_log(tp)
             if existing is not None:
                 return existing
+            for log_dir in self._dirs.values():
+                # Startup skipped a linked partition dir; creating the log must not write through it either.
+                if (log_dir.path / str(tp)).is_symlink():
+                    raise InvalidPartitionDirError(f"{log_dir.path / str(tp)} is a symbolic link; refusing to use it")
             if config_overrides:
                 merged = {**self.topic_overrides.get(topic, {}), **config_overrides}
                 # Validated before it is kept: a refused override must not break the topic's later creations.
@@ -418,30 +437,33 @@ class LogManager:
         for log_dir in dirs:
             if log_dir.state.offline:
                 continue
-            # Kafka runs deleteOldSegments on every non-compacted log (only the start-offset rule without
-            # `delete`); the space-management policies touch `delete` logs only.
-            retained = {tp: log for tp, log in log_dir.logs.items() if not log.config.compact}
-            logs = {tp: log for tp, log in retained.items() if log.config.delete}
-            snapshots = {tp: log.snapshot() for tp, log in logs.items()}
-            self._apply(logs, snapshots, self._disk_pressure_plan(log_dir, snapshots), report)
-            if manual:
-                # Fresh snapshots: disk pressure may just have deleted segments of these logs.
-                snapshots = {tp: log.snapshot() for tp, log in logs.items()}
-                self._apply(logs, snapshots, plan_manual_cleanup(snapshots, manual), report)
-            for tp, log in retained.items():
-                try:
-                    plan = log.delete_old_segments(time_rule_allowed=time_rule_allowed)
-                except KafkaStorageError as err:
-                    self._mark_dir_offline(log_dir, err)
-                    break
-                report.add(tp, plan.deletions)
-                if plan.roll_first:
-                    report.rolled.append(tp)
-            self._update_disk_state(log_dir)
+            try:
+                self._cleanup_dir(log_dir, manual, time_rule_allowed, report)
+            except (KafkaStorageError, OSError) as err:
+                # One failing dir must not stop the cleanup of the others.
+                self._mark_dir_offline(log_dir, err)
         self.last_cleanup = report
         if report.deletions:
             logger.info("cleanup scheduled %d bytes for deletion", report.bytes_freed)
         return report
+
+    def _cleanup_dir(self, log_dir: LogDir, manual: int, time_rule_allowed: bool, report: CleanupReport) -> None:
+        # Kafka runs deleteOldSegments on every non-compacted log (only the start-offset rule without `delete`);
+        # the space-management policies touch `delete` logs only.
+        retained = {tp: log for tp, log in log_dir.logs.items() if not log.config.compact}
+        logs = {tp: log for tp, log in retained.items() if log.config.delete}
+        snapshots = {tp: log.snapshot() for tp, log in logs.items()}
+        self._apply(logs, snapshots, self._disk_pressure_plan(log_dir, snapshots), report)
+        if manual:
+            # Fresh snapshots: disk pressure may just have deleted segments of these logs.
+            snapshots = {tp: log.snapshot() for tp, log in logs.items()}
+            self._apply(logs, snapshots, plan_manual_cleanup(snapshots, manual), report)
+        for tp, log in retained.items():
+            plan = log.delete_old_segments(time_rule_allowed=time_rule_allowed)
+            report.add(tp, plan.deletions)
+            if plan.roll_first:
+                report.rolled.append(tp)
+        self._update_disk_state(log_dir)
 
     def _disk_pressure_plan(
         self, log_dir: LogDir, snapshots: Mapping[TopicPartition, LogSnapshot]
@@ -481,27 +503,35 @@ class LogManager:
     def flush_dirty_logs(self) -> None:
         """Flush every log whose last flush is ``flush.ms`` old; advances recovery points. O(logs)."""
         now = self.clock.time_ms()
-        for log in self.all_logs():
-            if not log.is_offline and now - log.last_flush_ms >= log.config.flush_ms:
+        for log_dir in self.log_dirs():
+            for log in list(log_dir.logs.values()):
+                if log_dir.state.offline:
+                    break
+                if now - log.last_flush_ms < log.config.flush_ms:
+                    continue
                 try:
                     log.flush(log.log_end_offset)
                 except KafkaStorageError as err:
-                    self._mark_dir_offline(self._dir_of(log), err)
+                    # A log closed by a concurrent deletion refuses the flush too; only a failed one fails its dir.
+                    if log.is_offline:
+                        self._mark_dir_offline(log_dir, err)
 
     def checkpoint_recovery_points(self) -> None:
         """Write each dir's recovery-point checkpoint, then prune producer snapshots (pre-2.8 rule). O(logs)."""
         for log_dir in self.log_dirs():
-            if log_dir.state.offline:
-                continue
             self._write_recovery_points(log_dir)
             for log in list(log_dir.logs.values()):
-                log.prune_producer_snapshots()
+                if log_dir.state.offline:
+                    break
+                try:
+                    log.prune_producer_snapshots()
+                except KafkaStorageError as err:
+                    self._mark_dir_offline(log_dir, err)
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write each dir's log-start-offset checkpoint (only logs whose start is above their first segment). O(logs)."""
         for log_dir in self.log_dirs():
-            if not log_dir.state.offline:
-                self._write_log_start_offsets(log_dir)
+            self._write_log_start_offsets(log_dir)
 
     def delete_logs(self) -> DeletionRun:
         """Physically delete due ``.deleted`` segments (reader-safe, throttled) and due ``-delete`` dirs. O(due)."""
@@ -520,11 +550,14 @@ class LogManager:
         """Drop producers idle for ``producer.id.expiration.ms`` (no open transaction). O(producers)."""
         now = self.clock.time_ms()
         for log in self.all_logs():
-            log.producer_state.remove_expired_producers(now)
+            log.remove_expired_producers(now)
 
     # -- checkpoints ------------------------------------------------------------------------------------------
 
     def _write_recovery_points(self, log_dir: LogDir) -> None:
+        """Kafka drops an offline dir's checkpoint files from its maps: nothing is written there anymore."""
+        if log_dir.state.offline:
+            return
         points = {tp: log.recovery_point for tp, log in sorted(log_dir.logs.items(), key=lambda kv: str(kv[0]))}
         try:
             OffsetCheckpointFile(log_dir.path / RECOVERY_POINT_CHECKPOINT_FILE).write(points)
@@ -532,6 +565,8 @@ class LogManager:
             self._mark_dir_offline(log_dir, err)
 
     def _write_log_start_offsets(self, log_dir: LogDir) -> None:
+        if log_dir.state.offline:
+            return
         offsets = {}
         for tp, log in sorted(log_dir.logs.items(), key=lambda kv: str(kv[0])):
             first = log.segments.first_segment()
@@ -544,18 +579,15 @@ class LogManager:
 
     # -- failures -------------------------------------------------------------------------------------------------
 
-    def _dir_of(self, log: Log) -> LogDir:
-        with self._lock:
-            for log_dir in self._dirs.values():
-                if log.topic_partition in log_dir.logs:
-                    return log_dir
-        raise LogmgrError(f"{log.topic_partition} belongs to no log dir")
-
     def _mark_dir_offline(self, log_dir: LogDir, err: BaseException) -> None:
-        """Kafka's LogDirFailureChannel: an I/O error takes the whole dir offline; other dirs keep working."""
-        if not log_dir.state.offline:
+        """Kafka's LogDirFailureChannel: an I/O error takes the whole dir offline; other dirs keep working.
+
+        The dir's :class:`LogDirState` is shared by its logs, so every one of them reports ``is_offline`` and
+        refuses reads and writes; its checkpoints, cleanup, flushes and clean-shutdown marker stop. A log that
+        fails on its own sets the same state (:meth:`Log._io_failure`); this records it for the manager. O(1).
+        """
+        if log_dir.state.mark_offline(err):
             logger.error("log dir %s is offline after %s", log_dir.path, err)
-        log_dir.state.offline = True
 
     # -- status -------------------------------------------------------------------------------------------------
 
@@ -568,6 +600,7 @@ class LogManager:
                 {
                     "path": str(log_dir.path),
                     "offline": log_dir.state.offline,
+                    "failure": log_dir.state.failure,
                     "full": log_dir.state.full,
                     "partitions": len(logs),
                     "segments": sum(len(log.segments) for log in logs),

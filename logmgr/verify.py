@@ -142,7 +142,12 @@ class _Verifier:
         if not path.exists():
             self.report.problems.append(Problem(str(path), "no such file or directory"))
         elif path.is_dir():
-            if is_partition_dir_name(path.name) or any(_is_segment_file(child.name) for child in path.iterdir()):
+            children = list(path.iterdir())
+            holds_segments = any(_is_segment_file(child.name) for child in children)
+            # A log dir may itself be named like a partition dir (``kafka-logs-1``); one holding partition
+            # dirs and no segment of its own is a log dir.
+            holds_partitions = any(child.is_dir() and is_partition_dir_name(child.name) for child in children)
+            if holds_segments or (is_partition_dir_name(path.name) and not holds_partitions):
                 self.verify_partition_dir(path)
             else:
                 self.verify_log_dir(path)

@@ -319,6 +319,8 @@ _XERIAL_HEADER_SIZE = len(_XERIAL_HEADER)
 _XERIAL_BLOCK_SIZE = 32 * 1024
 # A chunk length equal to the first four magic bytes (read as i32 BE) marks a concatenated stream's header.
 _XERIAL_MAGIC_HEAD = int.from_bytes(_XERIAL_MAGIC[:4], "big", signed=True)
+# Best case of the raw format: a copy element with a 2-byte offset, 3 bytes long, repeats 64 bytes.
+_SNAPPY_MAX_EXPANSION_NUM, _SNAPPY_MAX_EXPANSION_DEN = 64, 3
 
 
 def _snappy_compress(data: bytes | memoryview) -> bytes:
@@ -377,6 +379,13 @@ def _snappy_block(block: bytes, position: int, sink: _Sink) -> None:
     except _LIBRARY_ERRORS as err:
         raise sink.corrupt(f"invalid raw block length preamble: {err}", position) from None
     sink.reserve(declared, position)
+    # The decoder allocates the declared length before reading the block, so a six-byte block could claim (and
+    # cost) up to the whole limit. No snappy element expands more than a 3-byte copy of 64 bytes does.
+    if declared > len(block) * _SNAPPY_MAX_EXPANSION_NUM // _SNAPPY_MAX_EXPANSION_DEN:
+        raise sink.corrupt(
+            f"raw block of {len(block)} bytes declares {declared} decompressed bytes, more than it can encode",
+            position,
+        )
     try:
         out = bytes(cramjam.snappy.decompress_raw(block))
     except _LIBRARY_ERRORS as err:
@@ -516,24 +525,33 @@ _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0
 _ZSTD_SKIPPABLE_MAGIC = 0x184D2A50
 _ZSTD_BLOCK_MAX = 128 * 1024
+# ZSTD_WINDOWLOG_LIMIT_DEFAULT: the largest window a decoder accepts without being told otherwise.
+_ZSTD_WINDOW_MAX = 1 << 27
 _ZSTD_RAW, _ZSTD_RLE, _ZSTD_COMPRESSED = 0, 1, 2
 
 
 def _zstd_decompress(raw: bytes, sink: _Sink) -> None:
     # cramjam only decodes whole frames into memory, so the output is bounded from the frame structure first.
-    bound = _zstd_output_bound(raw, sink)
+    bound, shrunk = _zstd_output_bound(raw, sink)
     sink.reserve(bound, 0)
     try:
-        out = bytes(cramjam.zstd.decompress(raw))
+        out = bytes(cramjam.zstd.decompress(shrunk))
     except _LIBRARY_ERRORS as err:
         raise sink.corrupt(f"invalid frame data: {err}", None) from None
     sink.add(out, 0)
 
 
-def _zstd_output_bound(raw: bytes, sink: _Sink) -> int:
-    """An upper bound on the decompressed size, from frame headers and block headers alone. O(blocks)."""
+def _zstd_output_bound(raw: bytes, sink: _Sink) -> tuple[int, bytes]:
+    """An upper bound on the decompressed size, from frame headers and block headers alone, and ``raw`` with
+    each frame's window descriptor lowered to that frame's bound. O(blocks).
+
+    The decoder allocates a frame's whole window before decoding a byte, so a ten-byte frame declaring the
+    largest window it accepts (128 MiB) would cost that much. No back-reference reaches past the frame's own
+    output, so a window as large as the frame's output bound decodes every valid frame identically.
+    """
     if not raw:
         raise sink.corrupt("empty input (no frame)", 0)
+    shrunk = bytearray(raw)
     pos = 0
     total = 0
     while pos < len(raw):
@@ -548,15 +566,30 @@ def _zstd_output_bound(raw: bytes, sink: _Sink) -> int:
                 raise sink.corrupt("skippable frame runs past the end", pos)
             pos += 8 + skip
         elif magic == _ZSTD_MAGIC:
-            frame_bound, pos = _zstd_frame_bound(raw, pos, sink)
+            frame_bound, window_position, pos = _zstd_frame_bound(raw, pos, sink)
+            if window_position is not None:
+                shrunk[window_position] = min(raw[window_position], _zstd_window_descriptor(frame_bound))
             total += frame_bound
         else:
             raise sink.corrupt(f"unknown frame magic 0x{magic:08x}", pos)
-    return total
+    return total, bytes(shrunk)
 
 
-def _zstd_frame_bound(raw: bytes, start: int, sink: _Sink) -> tuple[int, int]:
-    """Bound on one frame's output and the position after the frame."""
+def _zstd_window_size(descriptor: int) -> int:
+    """The window a ``Window_Descriptor`` byte declares (RFC 8878 §3.1.1.1.2)."""
+    window_base = 1 << (10 + (descriptor >> 3))
+    return window_base + (window_base >> 3) * (descriptor & 0x07)
+
+
+def _zstd_window_descriptor(size: int) -> int:
+    """The smallest ``Window_Descriptor`` byte declaring a window of at least ``size`` bytes (the largest one
+    when none does); descriptors order as the windows they declare."""
+    return next((d for d in range(256) if _zstd_window_size(d) >= size), 255)
+
+
+def _zstd_frame_bound(raw: bytes, start: int, sink: _Sink) -> tuple[int, int | None, int]:
+    """Bound on one frame's output, the position of its window descriptor (None in single-segment frames) and
+    the position after the frame."""
     end = len(raw)
     pos = start + 4
     if pos >= end:
@@ -567,12 +600,16 @@ def _zstd_frame_bound(raw: bytes, start: int, sink: _Sink) -> tuple[int, int]:
         raise sink.corrupt("reserved frame header bit set", pos - 1)
     single_segment = bool(descriptor & 0x20)
     window_size = _ZSTD_BLOCK_MAX
+    window_position: int | None = None
     if not single_segment:
         if pos >= end:
             raise sink.corrupt("truncated window descriptor", pos)
-        exponent, mantissa = raw[pos] >> 3, raw[pos] & 0x07
-        window_base = 1 << (10 + exponent)
-        window_size = window_base + (window_base >> 3) * mantissa
+        window_size = _zstd_window_size(raw[pos])
+        if window_size > _ZSTD_WINDOW_MAX:
+            # The reference decoder (and Kafka's zstd-jni) refuses these by default; lowering it must not
+            # make such a frame readable here.
+            raise sink.corrupt(f"window of {window_size} bytes exceeds the decoder limit {_ZSTD_WINDOW_MAX}", pos)
+        window_position = pos
         pos += 1
     pos += (0, 1, 2, 4)[descriptor & 0x03]
     fcs_size = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
@@ -606,5 +643,10 @@ def _zstd_frame_bound(raw: bytes, start: int, sink: _Sink) -> tuple[int, int]:
             raise sink.corrupt("truncated content checksum", pos)
         pos += 4
     if content_size is not None:
-        bound = min(bound, content_size)
-    return bound, pos
+        if content_size > bound:
+            # The decoder would allocate the declared size up front; blocks this small cannot fill it.
+            raise sink.corrupt(
+                f"frame declares {content_size} bytes of content but its blocks hold at most {bound}", start
+            )
+        bound = content_size
+    return bound, window_position, pos

@@ -148,7 +148,9 @@ class FileRecords:
         flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT
-        self._fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        # Kafka never links segment files: a link in a log dir is refused (ELOOP) rather than followed, so recovery
+        # cannot truncate, nor an append extend, a file outside the dir.
+        self._fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o644)
         self._writable = writable
         self._size = os.fstat(self._fd).st_size
         if writable and self._size == 0 and preallocate_bytes > 0:
@@ -191,13 +193,21 @@ class FileRecords:
         return walk_batches(self.read, start, limit, path=str(self._path), max_batch_size=max_batch_size)
 
     def append(self, data: bytes | memoryview) -> int:
-        """Append bytes at the end; return the position they start at. O(len(data))."""
+        """Append bytes at the end; return the position they start at. O(len(data)).
+
+        A failed write (``ENOSPC``, ``EFBIG``, ``EIO``) raises an ``OSError`` naming the file and leaves
+        :attr:`size_in_bytes` unchanged, so readers never see the bytes a short write left behind; the next append
+        overwrites them and :meth:`close` trims them.
+        """
         self._require_writable()
         position = self._size
         view = memoryview(data)
         written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], position + written)
+        try:
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], position + written)
+        except OSError as err:
+            raise self._located(err, f"append of {len(view)} bytes at position {position}") from err
         self._size += written
         return position
 
@@ -207,16 +217,23 @@ class FileRecords:
         if size < 0 or size > self._size:
             raise ValueError(f"cannot truncate {self._path} of {self._size} bytes to {size}")
         removed = self._size - size
-        os.ftruncate(self._fd, size)
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError as err:
+            raise self._located(err, f"truncation to {size} bytes") from err
         self._size = size
         return removed
 
     def flush(self) -> None:
-        """fsync the file. O(dirty pages)."""
-        os.fsync(self._fd)
+        """fsync the file; an ``OSError`` names it. O(dirty pages)."""
+        try:
+            os.fsync(self._fd)
+        except OSError as err:
+            raise self._located(err, "fsync") from err
 
     def close(self) -> None:
-        """Close the descriptor (trimming a preallocated tail when writable). O(1)."""
+        """Close the descriptor; a writable file is cut to :attr:`size_in_bytes` (a preallocated tail, or the
+        bytes of a failed append). O(1)."""
         if self._fd < 0:
             return
         if self._writable and os.fstat(self._fd).st_size != self._size:
@@ -228,6 +245,11 @@ class FileRecords:
         """Rename the file, keeping it open. O(1)."""
         os.replace(self._path, path)
         self._path = Path(path)
+
+    def _located(self, err: OSError, action: str) -> OSError:
+        """``err`` (whose class follows its errno) naming this file and the failed action; descriptor calls
+        raise without a file name."""
+        return OSError(err.errno, f"{err.strerror} ({action})", str(self._path))
 
     def _require_writable(self) -> None:
         if not self._writable:

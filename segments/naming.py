@@ -47,11 +47,13 @@ __all__ = [
     "offset_from_file_name",
     "offset_index_file",
     "parse_kraft_snapshot_name",
+    "parse_topic_partition",
     "producer_snapshot_file",
     "stray_dir_name",
     "time_index_file",
     "transaction_index_file",
     "validate_topic",
+    "validate_topic_partition",
 ]
 
 LOG_SUFFIX = ".log"
@@ -206,6 +208,23 @@ def validate_topic(name: str) -> None:
         )
 
 
+def validate_topic_partition(tp: TopicPartition) -> None:
+    """Raise unless ``tp`` names a partition Kafka could create: :class:`InvalidTopicError` for its topic (see
+    :func:`validate_topic`), :class:`InvalidPartitionDirError` for a partition outside ``0..2**31-1`` (whose
+    directory name would not parse back to it: ``t--1`` reads as topic ``t-``). O(len(topic))."""
+    validate_topic(tp.topic)
+    if not 0 <= tp.partition <= INT32_MAX:
+        raise InvalidPartitionDirError(f"partition {tp.partition} of {tp.topic!r} is outside 0..{INT32_MAX}")
+
+
+def parse_topic_partition(text: str) -> TopicPartition:
+    """``<topic>-<partition>`` as an operator or a client names a partition: :meth:`TopicPartition.parse`, then
+    :func:`validate_topic_partition`, so the result names one directory entry of a log dir. O(len(text))."""
+    tp = TopicPartition.parse(text)
+    validate_topic_partition(tp)
+    return tp
+
+
 def _split_topic_partition(name: str, original: str) -> tuple[str, int]:
     """``<topic>-<partition>`` split at the last ``-``; ``original`` is the text named in the error."""
     index = name.rfind("-")
@@ -258,7 +277,10 @@ class PartitionDirName:
         self._check()
 
     def _check(self) -> None:
-        """Raise ``ValueError`` unless ``kind`` and ``unique_id`` agree and the id survives a parse."""
+        """Raise ``ValueError`` unless ``kind`` and ``unique_id`` agree, the id survives a parse and the topic
+        keeps :attr:`name` one directory entry (no ``/`` or NUL)."""
+        if "/" in self.topic or "\x00" in self.topic:
+            raise ValueError(f"topic {self.topic[:80]!r} holds '/' or NUL")
         if self.kind == "live":
             if self.unique_id is not None:
                 raise ValueError("a live partition directory has no unique id")
@@ -286,8 +308,14 @@ class PartitionDirName:
         A name ending with ``-delete``, ``-future`` or ``-stray`` must match ``(\\S+)-(\\S+)\\.(\\S+)<suffix>``;
         everything from its last ``.`` is the unique id and suffix. The rest splits at its last ``-`` into a
         non-empty topic and a Java ``int`` partition. Topic names are not validated (``__cluster_metadata-0``
-        parses; callers decide what to skip). Raises :class:`InvalidPartitionDirError` otherwise.
+        parses; callers decide what to skip), but a name no directory entry can have (holding ``/`` or NUL) is
+        refused, so a parsed name never walks out of its log dir. Raises
+        :class:`InvalidPartitionDirError` otherwise.
         """
+        if "/" in dirname or "\x00" in dirname:
+            raise InvalidPartitionDirError(
+                f"{dirname[:80]!r} holds '/' or NUL: a path, not the name of one directory entry"
+            )
         kind = next((k for k, suffix in _KIND_SUFFIXES.items() if dirname.endswith(suffix)), None)
         if kind is None:
             return cls(*_split_topic_partition(dirname, dirname))

@@ -49,6 +49,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
 
 _INT32_MAX = (1 << 31) - 1
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # Offsets inside the batch header (§1.1).
 CRC_OFFSET = 17
@@ -190,6 +191,11 @@ class Record:
     def to_simple(self) -> SimpleRecord:
         """The record as builder input (stored timestamp, key, value, headers). O(headers)."""
         return SimpleRecord(self.value, self.key, self.stored_timestamp, self.headers)
+
+
+def _java_long(value: int) -> int:
+    """``value`` wrapped to a signed 64-bit integer, as Java's ``long`` arithmetic leaves it."""
+    return (value - _INT64_MIN) % (1 << 64) + _INT64_MIN
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -700,7 +706,11 @@ def decode_records(
                     f"{pos - body_end + body_size}",
                     position=start,
                 )
+            # Kafka adds these as Java longs: a timestamp past the int64 range wraps instead of growing into a
+            # value no index, writer or int64 column can hold.
             stored_timestamp = base_timestamp + timestamp_delta
+            if not _INT64_MIN <= stored_timestamp <= _INT64_MAX:
+                stored_timestamp = _java_long(stored_timestamp)
             append(
                 Record(
                     base_offset + offset_delta,

@@ -158,3 +158,19 @@ def test_progress_bar_draws_only_on_a_terminal(capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err
     # click strips the ANSI erase sequence when stderr is not a terminal; the carriage returns remain.
     assert "[" + "#" * 15 + "-" * 15 + "] 1/2 verifying x" in err and err.endswith("\r")
+
+
+def test_verify_a_log_dir_named_like_a_partition_dir_checks_its_partitions(tmp_path: Path) -> None:
+    """Regression: ``kafka-logs-1`` parses as partition 1 of topic ``kafka-logs``; verify took it for a partition
+    dir, skipped its subdirectories and reported a corrupt segment below it as OK."""
+    from logmgr.verify import verify_paths
+    from segments.naming import log_file
+    from segments.records import SimpleRecord, build_batch
+
+    partition = tmp_path / "kafka-logs-1" / "orders-0"
+    partition.mkdir(parents=True)
+    data = bytearray(build_batch([SimpleRecord(b"value")]))
+    data[-1] ^= 0xFF
+    log_file(partition, 0).write_bytes(bytes(data))
+    report = verify_paths([tmp_path / "kafka-logs-1"])
+    assert not report.ok and report.segments == 1

@@ -1318,7 +1318,8 @@ def test_delete_renames_the_directory(pdir: Path, clock: ManualClock) -> None:
         log.append_records([SimpleRecord(b"b")])
 
 
-def test_a_full_or_offline_log_dir_refuses_appends(pdir: Path, clock: ManualClock) -> None:
+def test_a_full_or_offline_log_dir_refuses_appends_and_an_offline_one_reads(pdir: Path, clock: ManualClock) -> None:
+    """A full dir refuses appends only; an offline dir (Kafka's handleLogDirFailure) serves nothing at all."""
     log = open_log(pdir, clock)
     log.dir_state.full = True
     with pytest.raises(LogDirFullError):
@@ -1330,7 +1331,9 @@ def test_a_full_or_offline_log_dir_refuses_appends(pdir: Path, clock: ManualCloc
         log.append_records([SimpleRecord(b"b")])
     with pytest.raises(KafkaStorageError):
         log.truncate_to(0)
-    assert log.log_end_offset == 1 and read_all(log) == [(0, b"a")]
+    assert log.log_end_offset == 1
+    with pytest.raises(KafkaStorageError):
+        read_all(log)
 
 
 # -- arbitrary input --------------------------------------------------------------------------------------------
@@ -1668,3 +1671,53 @@ def _stress(tmp_path: Path, seed: int, steps: int) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_random_operations_match_the_model(tmp_path: Path, seed: int) -> None:
     _stress(tmp_path, seed, steps=300)
+
+
+def test_read_committed_racing_retention_of_the_marker_segment_is_out_of_range(
+    pdir: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (load bench): retention deleted the fetched segment and the later one holding the ABORT marker
+    while a read_committed fetch ran; the fetch then returned the aborted batch with no aborted transaction."""
+    log = open_log(pdir, clock)
+    log.append_as_leader(batch(b"t0", b"t1", b"t2", pid=7, epoch=0, seq=0, txn=True))
+    log.roll()
+    log.append_end_txn_marker(7, 0, ControlRecordType.ABORT, 0)
+    log.roll()
+    log.append_as_leader(batch(b"after"))
+    first = log.segments.first_segment()
+    assert first is not None
+    original = first.read
+
+    def read_then_retention(*args: Any, **kwargs: Any) -> Any:
+        found = original(*args, **kwargs)
+        log.apply_deletions([0, 3], False, reason="retention")
+        return found
+
+    monkeypatch.setattr(first, "read", read_then_retention)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 1 << 20, isolation=Isolation.READ_COMMITTED)
+
+
+def test_producer_expiration_runs_under_the_log_lock(pdir: Path, clock: ManualClock) -> None:
+    """Regression (load bench): the expiration job iterated the producers while appends added some ("dictionary
+    changed size during iteration")."""
+    log = open_log(pdir, clock)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def expire() -> None:
+        try:
+            while not stop.is_set():
+                log.remove_expired_producers(0)
+        except BaseException as err:
+            errors.append(err)
+
+    expirer = threading.Thread(target=expire)
+    expirer.start()
+    try:
+        for producer_id in range(3_000):
+            log.append_as_leader(batch(b"x", pid=producer_id, epoch=0, seq=0))
+    finally:
+        stop.set()
+        expirer.join()
+    assert not errors
