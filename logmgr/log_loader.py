@@ -6,7 +6,10 @@
 2. Segments: an index without its ``.log`` is removed; a ``.log`` without ``.index`` (or with a corrupt
    ``.txnindex``) is recovered.
 3. After an unclean shutdown every segment from the one holding the recovery point onward is recovered; the first
-   truncation deletes every later segment.
+   truncation deletes every later segment. A segment keeps its longest valid prefix: batches with a valid CRC
+   whose offsets continue it (increasing, from its base, below the next segment's base; see
+   :meth:`~segments.log_segment.LogSegment.rebuild_indexes`), where Kafka would empty a segment whose damaged
+   base offset breaks an index append.
 4. Log start / recovery point from the checkpoints; producer state from the newest valid snapshot plus replay.
 
 Every action is recorded in :class:`~logmgr.log.RecoveryStats` so callers (the ``recover`` command, the
@@ -30,7 +33,6 @@ from logmgr.producer_state import ProducerStateManager
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
 from segments.errors import (
     CorruptIndexError,
-    IndexOffsetOverflowError,
     InvalidOffsetError,
     StorageFormatError,
 )
@@ -282,13 +284,19 @@ class _LoadContext:
                 self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
             self.producer_state.on_batch(batch)
 
+        following = self.segments.higher_segment(segment.base_offset)
         try:
-            result = segment.recover(transactions=tracker, observer=observe)
+            # A batch reaching the next segment's base is damage (rolls start at the log end), not data.
+            result = segment.recover(
+                transactions=tracker,
+                observer=observe,
+                next_segment_base=None if following is None else following.base_offset,
+            )
             truncated = result.truncated_bytes
             detail = f"{result.batches} valid batches"
             if result.error is not None:
                 detail += f", stopped at {result.error}"
-        except (InvalidOffsetError, IndexOffsetOverflowError, OSError) as err:
+        except (InvalidOffsetError, OSError) as err:
             # Kafka truncates a segment it cannot recover to empty (and the caller drops later ones).
             truncated = segment.size
             segment.truncate_to(segment.base_offset)

@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
-from segments.errors import CorruptRecordError, IndexOffsetOverflowError, StorageFormatError
+from segments.errors import (
+    CorruptRecordError,
+    IndexOffsetOverflowError,
+    InvalidOffsetError,
+    StorageFormatError,
+)
 from segments.file_records import FileBatch, FileRecords, iter_batches
 from segments.lazy_index import LazyIndex
 from segments.naming import (
@@ -372,14 +377,19 @@ class LogSegment:
         *,
         transactions: TransactionTracker | None = None,
         observer: BatchObserver | None = None,
+        next_segment_base: int | None = None,
     ) -> RecoveryResult:
         """Reset all three indexes and rebuild them from the ``.log`` with Kafka's recovery rule, without touching
         the ``.log``. O(size): a header walk with CRC; only control batches are decoded.
 
         ``transactions`` carries transactions opened in earlier segments (a fresh tracker when ``None``);
-        ``observer`` sees every valid batch (producer state, leader epochs). The scan ends at the first invalid
-        batch (returned as ``error``) or a partial tail. :class:`IndexOffsetOverflowError` propagates, as in Kafka
-        (the segment must be split).
+        ``observer`` sees every valid batch (producer state, leader epochs). The scan ends at a partial tail or at
+        the first invalid batch, returned as ``error``: a bad CRC or framing (:class:`CorruptRecordError`), or
+        offsets that do not continue the segment (:class:`InvalidOffsetError`): not above the previous batch's,
+        below the base offset, at or past ``next_segment_base``, or beyond the 32-bit relative range
+        (:class:`IndexOffsetOverflowError`). The batch CRC does not cover the base offset, so a damaged one is
+        only visible this way; Kafka's recovery would instead fail on the next index append and empty the whole
+        segment, or ask for a split on an overflow.
         """
         tracker = TransactionTracker() if transactions is None else transactions
         self.offset_index.reset()
@@ -395,6 +405,7 @@ class LogSegment:
         offset_index_append = self.offset_index.append
         time_index_append = self.time_index.maybe_append
         error: StorageFormatError | None = None
+        next_offset = self.base_offset
         try:
             for found in self.log.batches():
                 batch = found.batch
@@ -403,7 +414,10 @@ class LogSegment:
                 except CorruptRecordError as err:
                     raise err.at(self.log.path, position_base=found.position) from None
                 last_offset = batch.last_offset
-                self._ensure_offset_in_range(last_offset)
+                # A legacy wrapper's base offset needs decompression; its last offset carries the same check.
+                first_offset = batch.base_offset if batch.magic >= MAGIC_V2 else last_offset
+                self._check_continues(first_offset, last_offset, next_offset, next_segment_base, found.position)
+                next_offset = last_offset + 1
                 if batch.max_timestamp > max_timestamp:
                     max_timestamp, max_offset = batch.max_timestamp, last_offset
                 if valid_bytes - last_index_entry > interval:
@@ -428,23 +442,41 @@ class LogSegment:
                         observer(batch)
                 valid_bytes += batch.size_in_bytes
                 count += 1
-        except IndexOffsetOverflowError:
-            raise
-        except CorruptRecordError as err:
+        except (CorruptRecordError, InvalidOffsetError) as err:
             error = err if err.path is not None else err.at(self.log.path, position_base=valid_bytes)
         self._max_timestamp_and_offset = TimestampOffset(max_timestamp, max_offset)
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
         return RecoveryResult(valid_bytes, self.size - valid_bytes, count, error)
+
+    def _check_continues(
+        self, first_offset: int, last_offset: int, next_offset: int, next_segment_base: int | None, position: int
+    ) -> None:
+        """Raise unless a batch's offsets continue this segment (see :meth:`rebuild_indexes`)."""
+        if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            raise IndexOffsetOverflowError(
+                f"offset {last_offset} does not fit a segment based at {self.base_offset}",
+                path=self.log.path,
+                position=position,
+            )
+        if first_offset < next_offset or (next_segment_base is not None and last_offset >= next_segment_base):
+            limit = "" if next_segment_base is None else f" and below the next segment's base {next_segment_base}"
+            raise InvalidOffsetError(
+                f"batch offsets {first_offset}-{last_offset} do not continue the segment (from {next_offset}{limit})",
+                path=self.log.path,
+                position=position,
+            )
 
     def recover(
         self,
         *,
         transactions: TransactionTracker | None = None,
         observer: BatchObserver | None = None,
+        next_segment_base: int | None = None,
     ) -> RecoveryResult:
-        """Kafka's ``LogSegment.recover`` (§6.3): rebuild the indexes, truncate the ``.log`` to the valid prefix,
-        trim the indexes and append the final time-index entry. O(size)."""
-        result = self.rebuild_indexes(transactions=transactions, observer=observer)
+        """Kafka's ``LogSegment.recover`` (§6.3): rebuild the indexes, truncate the ``.log`` to the valid prefix
+        (see :meth:`rebuild_indexes` for what is valid), trim the indexes and append the final time-index entry.
+        O(size)."""
+        result = self.rebuild_indexes(transactions=transactions, observer=observer, next_segment_base=next_segment_base)
         if result.truncated_bytes > 0:
             self.log.truncate_to(result.valid_bytes)
         self.offset_index.trim_to_valid_size()
