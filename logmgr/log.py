@@ -263,7 +263,11 @@ class Log:
             # A provider may have moved the high watermark: completed transactions below it become stable.
             self.producer_state.on_high_watermark_updated(hw)
             unstable = self.producer_state.first_unstable_offset()
-            return hw if unstable is None else min(unstable, hw)
+            if unstable is None:
+                return hw
+            # Kafka's maybeIncrementFirstUnstableOffset: a transaction whose start DeleteRecords removed is
+            # unstable from the log start on.
+            return min(max(unstable, self._log_start_offset), hw)
 
     @property
     def size_in_bytes(self) -> int:

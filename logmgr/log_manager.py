@@ -218,16 +218,29 @@ class LogManager:
                 pool.submit(self._load_one, log_dir, path, config, rp, lso): (log_dir, path)
                 for log_dir, path, config, rp, lso in work
             }
+            failure: BaseException | None = None
             for future in as_completed(futures):
                 log_dir, _ = futures[future]
-                log = future.result()
+                try:
+                    log = future.result()
+                except BaseException as err:
+                    if failure is None:
+                        # Load nothing more; the logs still loading are kept so startup() can close them.
+                        failure = err
+                        for pending in futures:
+                            pending.cancel()
+                    continue
                 with self._lock:
                     log_dir.logs[log.topic_partition] = log
+                if failure is not None:
+                    continue
                 done += 1
                 if self._progress is not None:
                     self._progress(done, len(work), log.topic_partition)
                 if done % 100 == 0 or done == len(work):
                     logger.info("loaded %d/%d logs", done, len(work))
+        if failure is not None:
+            raise failure
         for log_dir in self._dirs.values():
             log_dir.loaded_all = True
 

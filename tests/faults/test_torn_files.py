@@ -47,9 +47,9 @@ What every case asserts:
 * after every load: the log's invariants hold, appends continue, and after a clean shutdown ``verify_paths`` is
   clean (but for the files above).
 
-Bugs found here in files owned elsewhere are pinned by strict ``xfail`` tests at the end, and the two that the
-random cases meet are switched by :data:`EPOCH_CACHE_REPAIRS_CHECKPOINT` and
-:data:`MANAGER_CLOSES_LOGS_OF_A_FAILED_STARTUP`.
+Bugs found here are pinned by ``test_bug_*`` tests at the end; the one still open (the epoch cache keeps a
+damaged but parseable checkpoint as it is) is a strict ``xfail`` switched by
+:data:`EPOCH_CACHE_REPAIRS_CHECKPOINT`.
 
 ``LOGMGR_SOAK=1`` runs twenty times more cases; ``LOGMGR_TORN_SEED`` changes the seed; ``LOGMGR_TORN_CASE=<n>``
 runs only case ``n`` (the failure message names it). ``LOGMGR_FAULT_REPORT`` names a file to which a JSON line
@@ -146,12 +146,6 @@ they are, where Kafka's ``LeaderEpochFileCache`` assigns them one by one, refusi
 (IllegalArgumentException: the broker does not start) and dropping the entries a later one conflicts with. A cut or
 flipped checkpoint that still parses can hold such entries. While this is False, those cases skip the epoch-cache
 invariant and the pinned regression tests are expected to fail; set it to True with the fix."""
-
-MANAGER_CLOSES_LOGS_OF_A_FAILED_STARTUP = False
-"""Known bug in ``logmgr/log_manager.py`` (owned by another task): when a log fails to load, the logs the recovery
-pool loads afterwards (or meanwhile) are never closed: their descriptors leak and their active segment keeps
-preallocated indexes. While this is False, refusal cases close those logs themselves and
-``test_bug_failed_startup_leaves_logs_loaded_meanwhile_open`` is expected to fail; set it to True with the fix."""
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")
@@ -966,7 +960,7 @@ def _prepare(reference: Reference, case: Case, root: Path) -> None:
 
 @contextmanager
 def _recording_loads() -> Iterator[list[Log]]:
-    """Every log the manager's loader returns (see :data:`MANAGER_CLOSES_LOGS_OF_A_FAILED_STARTUP`)."""
+    """Every log the manager's loader returns (a failed startup must close them all)."""
     loaded: list[Log] = []
 
     def recording(*args: Any, **kwargs: Any) -> Log:
@@ -986,10 +980,7 @@ def run_manager(reference: Reference, case: Case, root: Path, expectation: Expec
             with _recording_loads() as loaded, pytest.raises(expectation.refusal) as refused:
                 manager.startup()
             assert refused.value.path == str(root / case.damage.file), refused.value
-            left_open = [leaked for leaked in loaded if not leaked._closed]
-            assert not MANAGER_CLOSES_LOGS_OF_A_FAILED_STARTUP or not left_open, left_open
-            for leaked in left_open:
-                leaked.close()
+            assert all(log._closed for log in loaded), [log for log in loaded if not log._closed]
             figures.refusals += 1
             check_verify(root, case, expectation)
             return
@@ -1261,11 +1252,6 @@ def test_bug_negative_leader_epoch_checkpoint_is_accepted(tmp_path: Path) -> Non
         load_log(pdir, _log_config(tmp_path), had_clean_shutdown=True, clock=ManualClock(T0)).close()
 
 
-@pytest.mark.xfail(
-    not MANAGER_CLOSES_LOGS_OF_A_FAILED_STARTUP,
-    strict=True,
-    reason="logmgr/log_manager.py drops the logs the recovery pool loads after a failure without closing them",
-)
 def test_bug_failed_startup_leaves_logs_loaded_meanwhile_open(tmp_path: Path) -> None:
     root = tmp_path / "data"
     clock = ManualClock(T0)
@@ -1285,7 +1271,6 @@ def test_bug_failed_startup_leaves_logs_loaded_meanwhile_open(tmp_path: Path) ->
     assert not left_open
 
 
-@pytest.mark.xfail(strict=True, reason="logmgr/verify.py checks the zero slot 0 of an untrimmed, empty active index")
 def test_bug_verify_flags_the_empty_preallocated_index_of_a_crashed_active_segment(tmp_path: Path) -> None:
     """After a crash the active segment keeps its preallocated, zero-filled indexes. ``verify`` accepts the zero
     fill, but when no entry was written it still checks slot 0, ``(base offset, 0)``, against the first batch and
@@ -1300,7 +1285,6 @@ def test_bug_verify_flags_the_empty_preallocated_index_of_a_crashed_active_segme
         log.close()
 
 
-@pytest.mark.xfail(strict=True, reason="logmgr/log.py does not raise the first unstable offset to the log start")
 def test_bug_last_stable_offset_below_the_log_start_offset(tmp_path: Path) -> None:
     """Kafka's ``maybeIncrementFirstUnstableOffset`` raises an open transaction's first offset to the log start
     offset when DeleteRecords moved it past (found by this file's oracle when a truncation reopened such a
