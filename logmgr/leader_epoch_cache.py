@@ -15,6 +15,7 @@ from checkpoints.leader_epoch_checkpoint import (
     EpochEntry,
     LeaderEpochCheckpointFile,
 )
+from segments.errors import CorruptCheckpointError
 
 
 class LeaderEpochCache:
@@ -23,7 +24,27 @@ class LeaderEpochCache:
     def __init__(self, partition_dir: Path) -> None:
         self._file = LeaderEpochCheckpointFile(partition_dir / LEADER_EPOCH_CHECKPOINT_FILE)
         self._lock = threading.Lock()
-        self._entries: list[EpochEntry] = self._file.read()
+        self._entries: list[EpochEntry] = self._load(self._file.read())
+
+    def _load(self, stored: list[EpochEntry]) -> list[EpochEntry]:
+        """Kafka's constructor assigns the stored entries one by one: a negative epoch or offset refuses the file
+        (the log does not load); an entry conflicting with earlier ones (an epoch or start offset not above
+        theirs) drops those, as a cut or bit-flipped file that still parses may need. Nothing is rewritten here.
+        O(n)."""
+        held: list[EpochEntry] = []
+        for number, entry in enumerate(stored):
+            if entry.epoch < 0 or entry.start_offset < 0:
+                raise CorruptCheckpointError(
+                    f"negative leader epoch entry {entry.epoch} {entry.start_offset}",
+                    path=self._file.path,
+                    line=number + 3,  # after the version and count lines
+                )
+            if held and held[-1].epoch == entry.epoch and entry.start_offset >= held[-1].start_offset:
+                continue
+            while held and (held[-1].epoch >= entry.epoch or held[-1].start_offset >= entry.start_offset):
+                held.pop()
+            held.append(entry)
+        return held
 
     @property
     def entries(self) -> list[EpochEntry]:

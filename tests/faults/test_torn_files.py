@@ -47,9 +47,7 @@ What every case asserts:
 * after every load: the log's invariants hold, appends continue, and after a clean shutdown ``verify_paths`` is
   clean (but for the files above).
 
-Bugs found here are pinned by ``test_bug_*`` tests at the end; the one still open (the epoch cache keeps a
-damaged but parseable checkpoint as it is) is a strict ``xfail`` switched by
-:data:`EPOCH_CACHE_REPAIRS_CHECKPOINT`.
+Bugs found here are pinned by ``test_bug_*`` tests at the end.
 
 ``LOGMGR_SOAK=1`` runs twenty times more cases; ``LOGMGR_TORN_SEED`` changes the seed; ``LOGMGR_TORN_CASE=<n>``
 runs only case ``n`` (the failure message names it). ``LOGMGR_FAULT_REPORT`` names a file to which a JSON line
@@ -139,13 +137,6 @@ TXN_PID = 6000
 SESSIONS = 3
 APPENDS_PER_SESSION = 18
 INT32_MAX = 2**31 - 1
-
-EPOCH_CACHE_REPAIRS_CHECKPOINT = False
-"""Known bug in ``logmgr/leader_epoch_cache.py`` (owned by another task): the cache takes a checkpoint's entries as
-they are, where Kafka's ``LeaderEpochFileCache`` assigns them one by one, refusing a negative epoch or offset
-(IllegalArgumentException: the broker does not start) and dropping the entries a later one conflicts with. A cut or
-flipped checkpoint that still parses can hold such entries. While this is False, those cases skip the epoch-cache
-invariant and the pinned regression tests are expected to fail; set it to True with the fix."""
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")
@@ -593,9 +584,6 @@ class Expectation:
     snapshot_warning: bool = False
     undetectable_records: int = 0
     unread_file_corrupt: bool = False
-    epoch_cache_bug: bool = False
-    """The damaged leader-epoch checkpoint parses into entries Kafka would refuse or repair (see
-    :data:`EPOCH_CACHE_REPAIRS_CHECKPOINT`)."""
 
 
 def kafka_epoch_entries(entries: list[EpochEntry]) -> list[EpochEntry] | None:
@@ -647,10 +635,8 @@ def expect(reference: Reference, case: Case, root: Path) -> Expectation:
         except CorruptCheckpointError:
             expectation.refusal = CorruptCheckpointError
         else:
-            kafka = kafka_epoch_entries(entries)
-            if EPOCH_CACHE_REPAIRS_CHECKPOINT and kafka is None:
+            if kafka_epoch_entries(entries) is None:
                 expectation.refusal = CorruptCheckpointError
-            expectation.epoch_cache_bug = not EPOCH_CACHE_REPAIRS_CHECKPOINT and kafka != entries
     if case.kind in UNREAD_KINDS:
         data = (root / case.damage.file).read_bytes()
         parser = {
@@ -785,7 +771,6 @@ class Figures:
     snapshots_discarded: int = 0
     checkpoints_ignored: int = 0
     duplicates_detected: int = 0
-    epoch_cache_bug: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)
 
     def summary(self, elapsed: float) -> str:
@@ -796,7 +781,7 @@ class Figures:
             f"(outside the CRC) {self.undetectable}, refusals {self.refusals}, recovered segments "
             f"{self.recovered_segments}, truncated bytes {self.truncated_bytes}, snapshots discarded "
             f"{self.snapshots_discarded}, checkpoints ignored {self.checkpoints_ignored}, duplicates detected "
-            f"{self.duplicates_detected}, known epoch-cache bug {self.epoch_cache_bug} [{kinds}]"
+            f"{self.duplicates_detected} [{kinds}]"
         )
 
 
@@ -857,11 +842,8 @@ def check_served(log: Log, expected: PartitionExpectation, figures: Figures) -> 
         raise AssertionError(f"{log.topic_partition}: {len(got) - len(want)} unexpected batches served")
 
 
-def check_load(log: Log, expected: PartitionExpectation, figures: Figures, *, epochs_valid: bool = True) -> None:
-    if epochs_valid:
-        log._check()
-    else:
-        log.segments._check()
+def check_load(log: Log, expected: PartitionExpectation, figures: Figures) -> None:
+    log._check()
     stats = log.recovery
     assert (log.log_start_offset, log.log_end_offset) == (expected.log_start_offset, expected.log_end_offset), (
         f"{log.topic_partition}: offsets {log.log_start_offset}-{log.log_end_offset}, expected "
@@ -993,7 +975,7 @@ def run_manager(reference: Reference, case: Case, root: Path, expectation: Expec
         for tp, expected in expectation.partitions.items():
             log = manager.get_log(tp)
             assert log is not None, tp
-            check_load(log, expected, figures, epochs_valid=not (expectation.epoch_cache_bug and tp == case.tp))
+            check_load(log, expected, figures)
             if tp == case.tp:
                 check_indexes(log, expected, root.parent / "scratch")
                 check_producer_state(log, expected, figures)
@@ -1053,7 +1035,7 @@ def run_plain(reference: Reference, case: Case, pdir: Path, expectation: Expecta
         return
     log = load()
     try:
-        check_load(log, expectation.partitions[tp], figures, epochs_valid=not expectation.epoch_cache_bug)
+        check_load(log, expectation.partitions[tp], figures)
     finally:
         log.close()
 
@@ -1068,7 +1050,6 @@ def run_case(reference: Reference, case: Case, work: Path, figures: Figures) -> 
         log_start = reference.log_start_offsets.get(_tp_of(case.damage.file), 0)
         expectation.snapshot_warning = _snapshot_read(reference, case, log_start)
     figures.undetectable += expectation.undetectable_records
-    figures.epoch_cache_bug += expectation.epoch_cache_bug
     if case.kind in PARTITION_KINDS:
         plain = work / "plain" / case.damage.file.split("/")[0]
         shutil.copytree(root / plain.name, plain, copy_function=shutil.copyfile)
@@ -1223,9 +1204,6 @@ def test_bug_batch_reaching_the_next_segment_was_kept(tmp_path: Path) -> None:
     assert verify_paths([pdir]).ok
 
 
-@pytest.mark.xfail(
-    not EPOCH_CACHE_REPAIRS_CHECKPOINT, strict=True, reason="logmgr/leader_epoch_cache.py keeps checkpoint entries as they are"
-)
 def test_bug_non_monotonic_leader_epoch_checkpoint_is_kept(tmp_path: Path) -> None:
     """A cut checkpoint can still parse with an epoch starting below its predecessor; Kafka's cache drops the
     entries it conflicts with when it assigns it."""
@@ -1240,9 +1218,6 @@ def test_bug_non_monotonic_leader_epoch_checkpoint_is_kept(tmp_path: Path) -> No
         log.close()
 
 
-@pytest.mark.xfail(
-    not EPOCH_CACHE_REPAIRS_CHECKPOINT, strict=True, reason="logmgr/leader_epoch_cache.py accepts negative entries"
-)
 def test_bug_negative_leader_epoch_checkpoint_is_accepted(tmp_path: Path) -> None:
     """Kafka's cache throws IllegalArgumentException for a negative epoch or start offset: the log does not load."""
     pdir = tmp_path / "topic-0"
