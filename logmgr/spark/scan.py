@@ -223,25 +223,32 @@ class _PartitionPlanner:
         if start >= end:
             return
         aborted = self._aborted(start, end) if self.options.read_committed else ()
-        for index, base in enumerate(self.bases):
-            next_base = self.bases[index + 1] if index + 1 < len(self.bases) else _NO_LIMIT
+        for base, next_base in self._segment_ranges():
             if next_base <= start or base >= end:
                 continue
-            if not self._may_hold_timestamp(base, index == len(self.bases) - 1):
+            if not self._may_hold_timestamp(base, next_base == _NO_LIMIT):
                 continue
             self._slice_segment(base, max(start, base), min(end, next_base), aborted)
 
     # -- offsets ----------------------------------------------------------------------------------------------
 
-    def _log_start_offset(self) -> int:
-        checkpoint = self.directory.parent / LOG_START_OFFSET_CHECKPOINT_FILE
-        recorded = 0
+    def _segment_ranges(self) -> Iterator[tuple[int, int]]:
+        """``(base offset, next segment's base offset)`` of every segment, the last one's next being unbounded."""
+        return itertools.pairwise([*self.bases, _NO_LIMIT])
+
+    def _checkpointed_offset(self, name: str) -> int:
+        """This partition's entry in the log dir's checkpoint file ``name``; 0 when absent or unreadable (logged),
+        as Kafka falls back."""
+        checkpoint = self.directory.parent / name
         if checkpoint.is_file():
             try:
-                recorded = OffsetCheckpointFile(checkpoint).read().get(self.tp, 0)
+                return OffsetCheckpointFile(checkpoint).read().get(self.tp, 0)
             except StorageFormatError as err:
                 log.warning("ignoring %s: %s", checkpoint, err)
-        return max(self.bases[0], recorded)
+        return 0
+
+    def _log_start_offset(self) -> int:
+        return max(self.bases[0], self._checkpointed_offset(LOG_START_OFFSET_CHECKPOINT_FILE))
 
     def log_end_offset(self) -> int:
         if self._leo is None:
@@ -306,8 +313,8 @@ class _PartitionPlanner:
             }
             replay_from = offset
             break
-        for base in self.bases:
-            if self._next_base(base) <= replay_from:
+        for base, next_base in self._segment_ranges():
+            if next_base <= replay_from:
                 continue
             segment = self.segment(base)
             located = segment.translate_offset(max(replay_from, base))
@@ -323,10 +330,6 @@ class _PartitionPlanner:
                     ongoing.setdefault(batch.producer_id, batch.base_offset)
         return min(ongoing.values(), default=leo)
 
-    def _next_base(self, base: int) -> int:
-        index = self.bases.index(base)
-        return self.bases[index + 1] if index + 1 < len(self.bases) else _NO_LIMIT
-
     def _aborted(self, start: int, end: int) -> tuple[AbortedRange, ...]:
         """Aborted transactions overlapping ``[start, end)``.
 
@@ -338,8 +341,8 @@ class _PartitionPlanner:
         """
         rebuild_from = self._recovery_segment_base()
         found: list[AbortedRange] = []
-        for base in self.bases:
-            if self._next_base(base) <= start or (rebuild_from is not None and base >= rebuild_from):
+        for base, next_base in self._segment_ranges():
+            if next_base <= start or (rebuild_from is not None and base >= rebuild_from):
                 continue
             path = transaction_index_file(self.directory, base)
             if path.is_file():
@@ -356,16 +359,9 @@ class _PartitionPlanner:
     def _recovery_segment_base(self) -> int | None:
         """Base of the first segment Kafka would recover when loading this dir, ``None`` after a clean
         shutdown."""
-        log_dir = self.directory.parent
-        if (log_dir / CLEAN_SHUTDOWN_FILE).exists():
+        if (self.directory.parent / CLEAN_SHUTDOWN_FILE).exists():
             return None
-        recovery_point = 0
-        checkpoint = log_dir / RECOVERY_POINT_CHECKPOINT_FILE
-        if checkpoint.is_file():
-            try:
-                recovery_point = OffsetCheckpointFile(checkpoint).read().get(self.tp, 0)
-            except StorageFormatError as err:
-                log.warning("ignoring %s: %s", checkpoint, err)
+        recovery_point = self._checkpointed_offset(RECOVERY_POINT_CHECKPOINT_FILE)
         floor = bisect.bisect_right(self.bases, recovery_point) - 1
         return self.bases[max(floor, 0)]
 
