@@ -76,8 +76,6 @@ def _varints(buf: _U8, pos: _I64, max_bytes: int, bits: int) -> tuple[_I64, _I64
     if bits == 32:
         # Java's int arithmetic drops bits above 32, as segments.varint does.
         raw &= np.uint64(0xFFFFFFFF)
-        half = (raw >> np.uint64(1)).astype(np.int64)
-        return half ^ -(raw & np.uint64(1)).astype(np.int64), size
     half = (raw >> np.uint64(1)).astype(np.int64)
     return half ^ -(raw & np.uint64(1)).astype(np.int64), size
 
