@@ -80,3 +80,13 @@ class OffsetOutOfRangeError(LogmgrError):
 
 class LogDirFullError(LogmgrError):
     """A log dir is above ``logmgr.disk.usage.warn.ratio``: appends are refused until cleanup frees space."""
+
+
+class PlanStaleError(LogmgrError):
+    """A planned action found its file other than the plan saw it (another process changed the log dir between
+    planning and applying): nothing more of the plan is applied."""
+
+
+class PlanError(LogmgrError):
+    """Planning an offline operation found something it must not act on (a corrupt file, a dir that needs
+    recovery first); nothing was written."""

@@ -18,33 +18,44 @@ from checkpoints.leader_epoch_checkpoint import (
 from segments.errors import CorruptCheckpointError
 
 
+def epochs_truncated_from_start(entries: list[EpochEntry], start_offset: int) -> list[EpochEntry] | None:
+    """Kafka's ``truncateFromStart``: the entries once epochs wholly below ``start_offset`` are forgotten and the
+    epoch holding it starts there; None when nothing changes. O(n)."""
+    older = [e for e in entries if e.start_offset <= start_offset]
+    if not older or (len(older) == 1 and older[0].start_offset == start_offset):
+        return None
+    newer = [e for e in entries if e.start_offset > start_offset]
+    return [EpochEntry(older[-1].epoch, start_offset), *newer]
+
+
+def epochs_as_loaded(stored: list[EpochEntry], path: Path | str | None = None) -> list[EpochEntry]:
+    """Kafka's constructor assigns the stored entries one by one: a negative epoch or offset refuses the file
+    (the log does not load); an entry conflicting with earlier ones (an epoch or start offset not above
+    theirs) drops those, as a cut or bit-flipped file that still parses may need. O(n)."""
+    held: list[EpochEntry] = []
+    for number, entry in enumerate(stored):
+        if entry.epoch < 0 or entry.start_offset < 0:
+            raise CorruptCheckpointError(
+                f"negative leader epoch entry {entry.epoch} {entry.start_offset}",
+                path=path,
+                line=number + 3,  # after the version and count lines
+            )
+        if held and held[-1].epoch == entry.epoch and entry.start_offset >= held[-1].start_offset:
+            continue
+        while held and (held[-1].epoch >= entry.epoch or held[-1].start_offset >= entry.start_offset):
+            held.pop()
+        held.append(entry)
+    return held
+
+
 class LeaderEpochCache:
     """Ordered ``(epoch, start_offset)`` entries, both strictly increasing."""
 
     def __init__(self, partition_dir: Path) -> None:
         self._file = LeaderEpochCheckpointFile(partition_dir / LEADER_EPOCH_CHECKPOINT_FILE)
         self._lock = threading.Lock()
-        self._entries: list[EpochEntry] = self._load(self._file.read())
-
-    def _load(self, stored: list[EpochEntry]) -> list[EpochEntry]:
-        """Kafka's constructor assigns the stored entries one by one: a negative epoch or offset refuses the file
-        (the log does not load); an entry conflicting with earlier ones (an epoch or start offset not above
-        theirs) drops those, as a cut or bit-flipped file that still parses may need. Nothing is rewritten here.
-        O(n)."""
-        held: list[EpochEntry] = []
-        for number, entry in enumerate(stored):
-            if entry.epoch < 0 or entry.start_offset < 0:
-                raise CorruptCheckpointError(
-                    f"negative leader epoch entry {entry.epoch} {entry.start_offset}",
-                    path=self._file.path,
-                    line=number + 3,  # after the version and count lines
-                )
-            if held and held[-1].epoch == entry.epoch and entry.start_offset >= held[-1].start_offset:
-                continue
-            while held and (held[-1].epoch >= entry.epoch or held[-1].start_offset >= entry.start_offset):
-                held.pop()
-            held.append(entry)
-        return held
+        # Nothing is rewritten on load.
+        self._entries: list[EpochEntry] = epochs_as_loaded(self._file.read(), self._file.path)
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -80,12 +91,10 @@ class LeaderEpochCache:
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly below ``start_offset``; the epoch holding it now starts there. O(n)."""
         with self._lock:
-            older = [e for e in self._entries if e.start_offset <= start_offset]
-            if not older or (len(older) == 1 and older[0].start_offset == start_offset):
-                return
-            newer = [e for e in self._entries if e.start_offset > start_offset]
-            self._entries = [EpochEntry(older[-1].epoch, start_offset), *newer]
-            self._flush()
+            truncated = epochs_truncated_from_start(self._entries, start_offset)
+            if truncated is not None:
+                self._entries = truncated
+                self._flush()
 
     def clear(self) -> None:
         """Remove every entry (full truncation). O(1)."""

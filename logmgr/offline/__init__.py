@@ -1,0 +1,1 @@
+"""Offline tools on a Kafka log dir: read-only views (:mod:`.scan`) and plan-then-apply changes (:mod:`.plan`)."""

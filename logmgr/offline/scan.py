@@ -1,0 +1,336 @@
+"""Read-only views of a log dir, the input of every offline plan.
+
+:func:`scan_log_dir` opens nothing for writing, creates, renames or locks nothing, so it works on a read-only dir
+and next to a running broker. It is strict where a plan depends on what it reads: a malformed checkpoint, an index
+that breaks its format, a batch failing its CRC or framing among those it reads raise the format error naming the
+file and the byte position (or line). What it reads of each segment: the ``.index`` and ``.timeindex`` structure
+(length, order, positions inside the ``.log``; Kafka's ``sanityCheck`` and more), and the batches after the last
+offset-index entry (the largest timestamp and, for the last segment, the log end offset), each with its CRC.
+
+After an unclean shutdown (no ``.kafka_cleanshutdown``) a broker recovers every segment from the one holding the
+recovery point; :func:`scan_log_dir` then walks those segments whole (CRC, offsets continuing the segment, as
+:meth:`~segments.log_segment.LogSegment.rebuild_indexes` does), as it does a segment without ``.index``, and records
+in :attr:`PartitionView.needs_recovery` the invalid bytes a broker's recovery would truncate.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checkpoints.clean_shutdown import CLEAN_SHUTDOWN_FILE
+from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT_FILE
+from checkpoints.offset_checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    parse_offset_checkpoint,
+)
+from logmgr.errors import PlanError
+from logmgr.retention import LogSnapshot, SegmentInfo
+from segments.abstract_index import UNTRIMMED_INDEX
+from segments.errors import CorruptRecordError, InvalidOffsetError, StorageFormatError
+from segments.log_segment import LogSegment
+from segments.naming import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    PartitionDirName,
+    TopicPartition,
+    filename_prefix_from_offset,
+    offset_from_file_name,
+)
+from segments.records import MAGIC_V2
+
+METADATA_TOPIC = "__cluster_metadata"
+OFFSET_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE)
+SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
+
+
+@dataclass(frozen=True)
+class SegmentView:
+    """One segment as planning sees it."""
+
+    base_offset: int
+    log_size: int
+    largest_timestamp: int
+    """Kafka's ``largestTimestamp``: the last time-index entry's timestamp or a later batch's, else the mtime."""
+    files: tuple[tuple[str, int], ...]
+    """``(name, size)`` of the files named after this base offset: ``.log``, indexes, producer ``.snapshot``."""
+    has_offset_index: bool
+    next_offset: int
+    """Offset after its last batch, from the batches read (base offset when empty)."""
+
+    def info(self) -> SegmentInfo:
+        """The retention policy's view. O(1)."""
+        return SegmentInfo(self.base_offset, self.log_size, self.largest_timestamp, self.log_size == 0)
+
+    @property
+    def prefix(self) -> str:
+        return filename_prefix_from_offset(self.base_offset)
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """One live partition dir: its segments oldest first and the checkpoint entries about it."""
+
+    topic_partition: TopicPartition
+    name: str
+    segments: tuple[SegmentView, ...]
+    recovery_point: int | None
+    checkpointed_log_start: int | None
+    high_watermark: int | None
+    leader_epoch_checkpoint: bytes | None
+    needs_recovery: tuple[str, ...] = ()
+    """Why a broker loading this dir would change the partition's data: invalid bytes its recovery would truncate
+    (empty: none). Index rebuilds and leftover files are not listed: they change no record."""
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset if self.segments else 0
+
+    @property
+    def log_start_offset(self) -> int:
+        """Kafka's effective log start: the checkpoint's, at least the first segment's base, at most the LEO. O(1)."""
+        first = self.segments[0].base_offset if self.segments else 0
+        return min(max(self.checkpointed_log_start or 0, first), self.log_end_offset)
+
+    def retention_snapshot(self) -> LogSnapshot:
+        """What the retention policies see: the high watermark is the checkpointed one bounded to
+        ``[log start, LEO]``, the LEO when none is checkpointed (an offline dir has no replication). O(segments)."""
+        start, end = self.log_start_offset, self.log_end_offset
+        watermark = end if self.high_watermark is None else self.high_watermark
+        return LogSnapshot(tuple(s.info() for s in self.segments), end, start, max(start, min(watermark, end)))
+
+
+@dataclass(frozen=True)
+class CheckpointView:
+    """A dir-level offset checkpoint as read: its bytes (None: absent) and entries in file order."""
+
+    name: str
+    raw: bytes | None
+    entries: Mapping[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class LogDirView:
+    """A log dir as planning sees it."""
+
+    path: Path
+    clean_shutdown: bool
+    checkpoints: Mapping[str, CheckpointView]
+    partitions: tuple[PartitionView, ...]
+    skipped: tuple[str, ...] = field(default=())
+    """Entries left out, with why (``-delete`` dirs, the KRaft metadata log, other replicas' dirs)."""
+
+    def partition(self, tp: TopicPartition) -> PartitionView | None:
+        return next((p for p in self.partitions if p.topic_partition == tp), None)
+
+
+def read_regular_file(path: Path) -> bytes | None:
+    """The bytes of the regular file at ``path``; None when absent. A link is refused (:class:`PlanError`): plans
+    never read or write through one. O(size)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        raise PlanError(f"{path} is a symbolic link: logmgr does not read or write through links in a log dir")
+    if not stat.S_ISREG(info.st_mode):
+        raise PlanError(f"{path} is not a regular file")
+    with open(path, "rb") as source:
+        return source.read()
+
+
+def require_log_dir(log_dir: Path) -> None:
+    """Refuse a path that is not an existing, real directory (never created here). O(1)."""
+    if log_dir.is_symlink():
+        raise PlanError(f"{log_dir} is a symbolic link: name the directory it points to")
+    if not log_dir.is_dir():
+        raise PlanError(f"{log_dir}: no such log dir")
+
+
+def scan_log_dir(log_dir: Path, *, only: Collection[TopicPartition] | None = None) -> LogDirView:
+    """Read ``log_dir`` for planning (see the module doc); ``only`` limits the partitions read (an unknown one is a
+    :class:`PlanError`). O(checkpoints + index entries + bytes after the last index entries; whole segments from
+    the recovery point after an unclean shutdown)."""
+    require_log_dir(log_dir)
+    clean = read_regular_file(log_dir / CLEAN_SHUTDOWN_FILE) is not None
+    checkpoints: dict[str, CheckpointView] = {}
+    for name in OFFSET_CHECKPOINTS:
+        path = log_dir / name
+        raw = read_regular_file(path)
+        checkpoints[name] = CheckpointView(name, raw, parse_offset_checkpoint(raw or b"", path))
+    recovery_points = checkpoints[RECOVERY_POINT_CHECKPOINT_FILE].entries
+    starts = checkpoints[LOG_START_OFFSET_CHECKPOINT_FILE].entries
+    watermarks = checkpoints[REPLICATION_OFFSET_CHECKPOINT_FILE].entries
+    partitions: list[PartitionView] = []
+    skipped: list[str] = []
+    found: set[TopicPartition] = set()
+    for child in sorted(log_dir.iterdir()):
+        if child.is_symlink():
+            if child.is_dir():
+                skipped.append(f"{child.name}: a symbolic link (a broker skips it too)")
+            continue
+        if not child.is_dir():
+            continue
+        try:
+            parsed = PartitionDirName.parse(child.name)
+        except StorageFormatError:
+            skipped.append(f"{child.name}: not a partition dir")
+            continue
+        tp = parsed.topic_partition
+        if parsed.kind != "live":
+            skipped.append(f"{child.name}: a {parsed.kind} dir")
+            continue
+        if parsed.topic == METADATA_TOPIC:
+            skipped.append(f"{child.name}: the KRaft metadata log (managed by the controller quorum)")
+            continue
+        if only is not None and tp not in only:
+            continue
+        found.add(tp)
+        partitions.append(
+            _scan_partition(
+                child, tp, clean, recovery_points.get(tp), starts.get(tp), watermarks.get(tp)
+            )
+        )
+    if only is not None:
+        missing = sorted(str(tp) for tp in set(only) - found)
+        if missing:
+            raise PlanError(f"{log_dir}: no such partition: {', '.join(missing)}")
+    return LogDirView(log_dir, clean, checkpoints, tuple(partitions), tuple(skipped))
+
+
+def _scan_partition(
+    directory: Path,
+    tp: TopicPartition,
+    clean: bool,
+    recovery_point: int | None,
+    log_start: int | None,
+    high_watermark: int | None,
+) -> PartitionView:
+    sizes: dict[str, int] = {}
+    for entry in os.scandir(directory):
+        if entry.is_symlink():
+            raise PlanError(f"{entry.path} is a symbolic link: logmgr does not read or write through links in a log dir")
+        if entry.is_file(follow_symlinks=False):
+            sizes[entry.name] = entry.stat(follow_symlinks=False).st_size
+    bases = sorted(offset_from_file_name(name) for name in sizes if name.endswith(LOG_SUFFIX) and _numbered(name))
+    reasons: list[str] = []
+    # After an unclean shutdown a broker recovers from the segment holding the recovery point on.
+    recover_from: int | None = None
+    if not clean and bases:
+        point = recovery_point or 0
+        holding = [b for b in bases if b <= point]
+        recover_from = holding[-1] if holding else bases[0]
+    segments: list[SegmentView] = []
+    for index, base in enumerate(bases):
+        following = bases[index + 1] if index + 1 < len(bases) else None
+        # A segment without an offset index is read whole: a broker would rebuild its indexes from every batch.
+        whole = (recover_from is not None and base >= recover_from) or f"{filename_prefix_from_offset(base)}{INDEX_SUFFIX}" not in sizes
+        view, problem = _scan_segment(directory, base, sizes, following, is_last=following is None, whole=whole)
+        segments.append(view)
+        if problem is not None:
+            reasons.append(problem)
+    epochs = read_regular_file(directory / LEADER_EPOCH_CHECKPOINT_FILE)
+    return PartitionView(
+        tp, directory.name, tuple(segments), recovery_point, log_start, high_watermark, epochs, tuple(reasons)
+    )
+
+
+def _numbered(name: str) -> bool:
+    try:
+        offset_from_file_name(name)
+    except StorageFormatError:
+        return False
+    return True
+
+
+def _scan_segment(
+    directory: Path, base: int, sizes: Mapping[str, int], following: int | None, *, is_last: bool, whole: bool
+) -> tuple[SegmentView, str | None]:
+    """One segment's view, and why a broker would recover it (None: it would not). Format errors in what is read
+    propagate, except, in a segment a broker recovers anyway (``whole``), the invalid bytes recovery truncates."""
+    prefix = filename_prefix_from_offset(base)
+    files = tuple(
+        (prefix + suffix, sizes[prefix + suffix]) for suffix in SEGMENT_FILE_SUFFIXES if prefix + suffix in sizes
+    )
+    has_index = prefix + INDEX_SUFFIX in sizes
+    problem = None
+    segment = LogSegment.open(directory, base, writable=False)
+    try:
+        log_size = segment.size
+        for finding in [*segment.offset_index.check(log_size), *segment.time_index.check()]:
+            if is_last and finding.message.startswith(UNTRIMMED_INDEX):
+                continue  # the active segment of a running or crashed broker keeps its index preallocated
+            raise finding
+        if whole:
+            next_offset, largest, invalid = _walk_whole(segment, following)
+            if invalid is not None:
+                problem = invalid
+        else:
+            next_offset, largest = _walk_tail(segment)
+        if largest < 0:
+            largest = int(os.stat(segment.log.path).st_mtime * 1000)
+    finally:
+        segment.close()
+    return SegmentView(base, log_size, largest, files, has_index, next_offset), problem
+
+
+def _walk_tail(segment: LogSegment) -> tuple[int, int]:
+    """Next offset and largest timestamp from the last index entries plus the batches after them, each checked. A
+    segment whose last entry points past its valid batches fails here, as it would a broker's reads."""
+    last_time = segment.time_index.last_entry
+    largest = last_time.timestamp
+    start = min(
+        segment.offset_index.lookup(segment.offset_index.last_offset).position,
+        segment.offset_index.lookup(last_time.offset).position,
+    )
+    next_offset = segment.base_offset
+    for found in segment.log.batches(start):
+        batch = found.batch
+        try:
+            batch.ensure_valid()
+        except CorruptRecordError as err:
+            raise err.at(segment.log.path, position_base=found.position) from None
+        next_offset = batch.next_offset
+        largest = max(largest, batch.max_timestamp)
+    return next_offset, largest
+
+
+def _walk_whole(segment: LogSegment, following: int | None) -> tuple[int, int, str | None]:
+    """The valid prefix of a segment a broker recovers: next offset and largest timestamp of its valid batches,
+    and the reason the rest would be truncated (None: valid to the end)."""
+    next_offset = segment.base_offset
+    largest = -1
+    valid = 0
+    try:
+        for found in segment.log.batches():
+            batch = found.batch
+            try:
+                batch.ensure_valid()
+            except CorruptRecordError as err:
+                raise err.at(segment.log.path, position_base=found.position) from None
+            first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
+            if first < next_offset or (following is not None and batch.last_offset >= following):
+                raise InvalidOffsetError(
+                    f"batch offsets {first}-{batch.last_offset} do not continue the segment",
+                    path=segment.log.path,
+                    position=found.position,
+                )
+            next_offset = batch.next_offset
+            largest = max(largest, batch.max_timestamp)
+            valid = found.position + batch.size_in_bytes
+    except (CorruptRecordError, InvalidOffsetError) as err:
+        return next_offset, largest, f"{err} (recovery truncates {segment.size - valid} bytes)"
+    if valid < segment.size:
+        return next_offset, largest, (
+            f"{segment.log.path}: position {valid}: {segment.size - valid} bytes of a partial batch at the end "
+            "(recovery truncates them)"
+        )
+    return next_offset, largest, None
