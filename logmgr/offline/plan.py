@@ -161,6 +161,7 @@ class DeleteFiles(Action):
 
     kind: ClassVar[str] = "delete"
     partition: str
+    """The partition dir's name; empty for a file of the log dir itself (the clean-shutdown marker)."""
     files: tuple[tuple[str, int], ...]
     """``(name, size)`` of each file, as planned."""
     reason: str
@@ -185,7 +186,7 @@ class DeleteFiles(Action):
 
     def predict(self, tree: Tree) -> None:
         for name, _ in self.files:
-            tree.pop(f"{self.partition}/{name}", None)
+            tree.pop(f"{self.partition}/{name}" if self.partition else name, None)
 
     def apply(self, log_dir: Path) -> None:
         directory = log_dir / self.partition
