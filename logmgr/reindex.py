@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkpoints.atomic import fsync_dir
-from logmgr.offline.scan import walk_valid_prefix
+from logmgr.offline.plan import Action, LogDirPlan, PartitionPlan, RebuildIndexes
+from logmgr.offline.scan import partition_files, walk_valid_prefix
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE
 from segments.errors import StorageFormatError
 from segments.file_records import FileRecords
@@ -228,3 +229,36 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def plan_reindex(target: Path, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> LogDirPlan:
+    """The in-place reindex of ``target`` (partition dir or ``.log`` file) as a plan: one ``RebuildIndexes`` per
+    segment, and a warning per ``.log`` with invalid bytes (its indexes then cover the valid prefix; ``recover``
+    cuts the rest). Reads only. O(total log bytes)."""
+    directory = target if target.is_dir() else target.parent
+    sizes = partition_files(directory)
+    actions: list[Action] = []
+    warnings: list[str] = []
+    for log_path in find_logs(target):
+        base = offset_from_file_name(log_path.name)
+        segment = LogSegment.open(directory, base, writable=False)
+        try:
+            # Unbounded by the next segment, as reindex() rebuilds each segment.
+            problem = walk_valid_prefix(segment, None).problem
+        finally:
+            segment.close()
+        if problem is not None:
+            warnings.append(problem)
+        indexes = tuple(
+            (path.name, sizes[path.name])
+            for path in (
+                offset_index_file(directory, base),
+                time_index_file(directory, base),
+                transaction_index_file(directory, base),
+            )
+            if path.name in sizes
+        )
+        reason = "reindex" if problem is None else "reindex over the valid prefix"
+        actions.append(RebuildIndexes(directory.name, base, indexes, index_interval_bytes, reason))
+    partition = PartitionPlan(directory.name, tuple(actions))
+    return LogDirPlan("reindex", directory.parent, (partition,), warnings=tuple(warnings))
