@@ -9,12 +9,15 @@ nothing and holds the same data as one started on an untouched copy.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,12 +34,13 @@ from checkpoints.offset_checkpoint import (
 )
 from checkpoints.producer_snapshot import serialize_producer_snapshot
 from cli.cleanup_cmd import NO_SCHEDULED_JOBS_MS, broker_config
+from cli.main import main
 from logmgr.errors import LogmgrError
 from logmgr.log_manager import LogManager
 from logmgr.offline.plan import DERIVED, LogDirPlan, RebuildIndexes, TruncateFile, apply_plan, read_tree
 from logmgr.offline.recovery import plan_recovery
 from logmgr.offline.scan import scan_log_dir
-from logmgr.reindex import reindex
+from logmgr.reindex import rebuild_segment_indexes, reindex
 from segments.errors import StorageFormatError
 from segments.log_segment import LogSegment
 from segments.naming import TopicPartition, filename_prefix_from_offset
@@ -272,3 +276,155 @@ def test_plan_then_apply_matches_prediction_and_the_broker_loader(spec: DirSpec)
             assert segments <= (0 if spec.marker else 1), actions
             assert all(a.startswith("recovered segment") for a in actions), actions
         assert ours == theirs
+
+
+# -- the CLI ---------------------------------------------------------------------------------------------------------
+
+
+def _one_torn_segment(tmp_path: Path, *, marker: bool, index: str = "missing") -> Path:
+    """A partition whose only segment lost its index and has a garbage tail."""
+    spec = DirSpec(
+        segments=[SegmentSpec([(2, 1, "plain"), (1, 2, "plain")], b"\x01" * 9, 0, index)],
+        marker=marker,
+        recovery_point=0.0,
+        log_start=0.0,
+        epochs=[],
+        snapshots=[],
+        leftovers=["deleted"],
+        swap=None,
+        garbage=b"junk",
+    )
+    return build_dir(tmp_path, spec)
+
+
+def test_recover_dry_run_reads_only_and_creates_nothing_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = _one_torn_segment(tmp_path / "data", marker=False)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    before = read_tree(log_dir)
+    entries = sorted(p.relative_to(log_dir) for p in log_dir.rglob("*"))
+    result = CliRunner().invoke(main, ["recover", "--dry-run", str(log_dir)])
+    assert result.exit_code == 0, result.output
+    assert read_tree(log_dir) == before and sorted(p.relative_to(log_dir) for p in log_dir.rglob("*")) == entries
+    assert not (log_dir / ".lock").exists()
+    assert list(scratch.iterdir()) == []
+    assert "truncate" in result.output and "would have: 1 segment(s) recovered" in result.output
+
+
+def test_recover_counts_each_segment_once_and_names_the_unclean_shutdown(tmp_path: Path) -> None:
+    # The segment is recovered twice by a broker's loader (no index, then unclean shutdown): counted once.
+    log_dir = _one_torn_segment(tmp_path, marker=False)
+    result = CliRunner().invoke(main, ["recover", str(log_dir)])
+    assert result.exit_code == 0, result.output
+    assert "no clean-shutdown marker (unclean shutdown)" in result.output
+    assert result.output.count("done: truncate") == 1 and result.output.count("done: rebuild the indexes") == 1
+    assert "done: delete leftover" in result.output
+    assert result.output.splitlines()[-1].startswith("done: 1 segment(s) recovered, 9 bytes truncated, 1 file(s)")
+    assert not CleanShutdownMarker.exists(log_dir)
+    assert OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).read() == {TP: 3}
+
+
+def test_recover_with_the_marker_never_says_unclean(tmp_path: Path) -> None:
+    log_dir = _one_torn_segment(tmp_path, marker=True)
+    result = CliRunner().invoke(main, ["recover", "--dry-run", "--json", str(log_dir)])
+    assert result.exit_code == 0, result.output
+    plan, summary = (json.loads(line) for line in result.output.splitlines())
+    assert "unclean" not in result.output and plan["notes"][0].startswith("clean-shutdown marker present")
+    # The missing index makes a broker recover the segment even with the marker: the garbage tail goes, and the
+    # epochs of the recovered batches are assigned.
+    assert plan["counts"] == {"delete": 1, "rebuild-indexes": 1, "truncate": 1, "write": 1}
+    (write,) = [a for p in plan["partitions"] for a in p["actions"] if a["action"] == "write"]
+    assert write["path"] == f"{TP}/{LEADER_EPOCH_CHECKPOINT_FILE}"
+    assert write["changes"] == ["added epoch 1 at 0", "added epoch 2 at 2"]
+    assert summary == {"summary": {"dryRun": True, "recoveredSegments": 1, "truncatedBytes": 9, "deletedFiles": 1}}
+
+
+def test_recover_full_recovers_what_the_marker_hides(tmp_path: Path) -> None:
+    log_dir = _one_torn_segment(tmp_path, marker=True, index="keep")
+    plain = CliRunner().invoke(main, ["recover", "--dry-run", str(log_dir)])
+    assert plain.exit_code == 0 and "  truncate" not in plain.output
+    full = CliRunner().invoke(main, ["recover", "--full", str(log_dir)])
+    assert full.exit_code == 0, full.output
+    assert "done: truncate" in full.output and "done: delete clean-shutdown marker" in full.output
+    assert not CleanShutdownMarker.exists(log_dir)
+
+
+def test_recover_malformed_checkpoint_exits_1_naming_file_and_line_and_changes_nothing(tmp_path: Path) -> None:
+    log_dir = _one_torn_segment(tmp_path, marker=False)
+    checkpoint = log_dir / RECOVERY_POINT_CHECKPOINT_FILE
+    checkpoint.write_bytes(b"0\n1\nt 0 notanumber\n")
+    before = read_tree(log_dir)
+    for args in (["recover", str(log_dir)], ["recover", "--dry-run", str(log_dir)]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and f"{checkpoint}: line 3" in lines[0] and "Traceback" not in result.output
+        assert read_tree(log_dir) == before
+
+
+def test_recover_malformed_leader_epoch_checkpoint_exits_1(tmp_path: Path) -> None:
+    log_dir = _one_torn_segment(tmp_path, marker=False)
+    epochs = log_dir / str(TP) / LEADER_EPOCH_CHECKPOINT_FILE
+    epochs.write_bytes(b"0\n2\n1 0\n")
+    before = read_tree(log_dir)
+    result = CliRunner().invoke(main, ["recover", str(log_dir)])
+    assert result.exit_code == 1 and str(epochs) in result.output and "Traceback" not in result.output
+    assert read_tree(log_dir) == before
+
+
+def test_recover_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert CliRunner().invoke(main, ["recover", str(tmp_path / "missing")]).exit_code == 2
+    assert CliRunner().invoke(main, ["recover", "--bogus", str(tmp_path)]).exit_code == 2
+
+
+# -- in-place reindex --------------------------------------------------------------------------------------------------
+
+
+def test_reindex_in_place_dry_run_then_per_file_report(tmp_path: Path) -> None:
+    log_dir = _one_torn_segment(tmp_path, marker=True, index="keep")
+    partition = log_dir / str(TP)
+    log = partition / f"{filename_prefix_from_offset(0)}.log"
+    log.write_bytes(log.read_bytes()[:-9])  # valid again
+    (partition / "00000000000000000002.log.deleted").unlink()
+    before = read_tree(log_dir)
+    dry = CliRunner().invoke(main, ["reindex", "--dry-run", "--index-interval-bytes", str(INTERVAL), str(partition)])
+    assert dry.exit_code == 0, dry.output
+    assert "rebuild the indexes of segment 00000000000000000000" in dry.output and read_tree(log_dir) == before
+    done = CliRunner().invoke(main, ["reindex", "--index-interval-bytes", str(INTERVAL), str(partition)])
+    assert done.exit_code == 0, done.output
+    assert f"{partition / '00000000000000000000.index'}: unchanged" in done.output
+    assert f"{partition / '00000000000000000000.timeindex'}: unchanged" in done.output
+    assert read_tree(log_dir) == before
+    (partition / "00000000000000000000.timeindex").write_bytes(b"garbage")
+    changed = CliRunner().invoke(main, ["reindex", "--index-interval-bytes", str(INTERVAL), str(partition)])
+    assert changed.exit_code == 0, changed.output
+    assert f"{partition / '00000000000000000000.timeindex'}: 7 B -> 12 B (1 entries)" in changed.output
+    assert read_tree(log_dir) == before
+
+
+def test_rebuild_segment_indexes_equals_a_full_reindex_of_a_transactional_partition(tmp_path: Path) -> None:
+    spec = DirSpec(
+        segments=[
+            SegmentSpec([(2, 0, "txn"), (1, 0, "plain")], b"", 0, "keep"),
+            SegmentSpec([(1, 0, "abort"), (2, 1, "txn")], b"", 0, "keep"),
+            SegmentSpec([(1, 1, "abort"), (1, 1, "plain")], b"", 0, "keep"),
+        ],
+        marker=True, recovery_point=1.0, log_start=0.0, epochs=[], snapshots=[], leftovers=[], swap=None, garbage=b"x",
+    )
+    log_dir = build_dir(tmp_path, spec)
+    partition = log_dir / str(TP)
+    out = tmp_path / "out"
+    reindex(partition, out=out, index_interval_bytes=INTERVAL)
+    for p in partition.iterdir():
+        if p.suffix in (".index", ".timeindex", ".txnindex"):
+            p.unlink()
+    # Out of order first (the walk of earlier segments), then in order (the remembered open transactions).
+    first, second, third = sorted(int(p.name.split(".")[0]) for p in partition.glob("*.log"))
+    for base in (second, first, second, third):
+        rebuild_segment_indexes(partition, base, index_interval_bytes=INTERVAL)
+    rebuilt = {p.name: p.read_bytes() for p in partition.iterdir() if p.suffix in (".index", ".timeindex", ".txnindex")}
+    assert rebuilt == {p.name: p.read_bytes() for p in out.iterdir()}
+    assert any(name.endswith(".txnindex") for name in rebuilt)

@@ -20,6 +20,9 @@ partition dir, in the loader's order:
 7. Recovery-point checkpoint: after a recovery (no marker, or ``full``) each partition's entry is its recovered
    log end; otherwise an entry above the log end is lowered to it.
 
+With the marker (and without ``full``), steps 5-7 apply only to a partition whose data the plan changes (a cut,
+a deleted or created segment): the files of the others are left as a broker found them.
+
 Beyond the loader, a segment whose ``.index`` or ``.timeindex`` breaks its format (or has no ``.timeindex``) gets
 its indexes rebuilt: a broker would not notice, and would answer lookups from the broken file. No record changes.
 
@@ -139,18 +142,21 @@ def plan_recovery(
     unclean = full or not view.clean_shutdown
     partitions: list[PartitionPlan] = []
     recovered_views: list[PartitionView] = []
+    adjusted: list[PartitionView] = []
     recovered = 0
     warnings: list[str] = []
     for partition in view.partitions:
         planner = _PartitionPlanner(view.path, partition, view.clean_shutdown, full, index_interval_bytes)
         partitions.append(planner.plan())
         recovered_views.append(planner.recovered_view())
+        if planner.adjusted:
+            adjusted.append(recovered_views[-1])
         recovered += len(planner.recovered - planner.deleted)
         warnings.extend(planner.warnings)
         warnings.extend(planner.unhandled_problems())
     dir_actions: list[Action] = []
     checkpoints = dict(view.checkpoints)
-    points = _recovery_points(view, recovered_views, unclean=unclean)
+    points = _recovery_points(view, adjusted, unclean=unclean)
     if points is not None:
         action, checkpoints[RECOVERY_POINT_CHECKPOINT_FILE] = points
         dir_actions.append(action)
@@ -287,8 +293,9 @@ class _PartitionPlanner:
             self._recover_unflushed(bases)
         self._below_log_start()
         self._emit_segment_actions()
-        self._delete_snapshots_above(self.log_end_offset)
-        self._write_epochs()
+        if self.adjusted:
+            self._delete_snapshots_above(self.log_end_offset)
+            self._write_epochs()
         if self.view.log_end_offset != self.log_end_offset:
             self.notes.append(f"log end offset {self.view.log_end_offset} -> {self.log_end_offset}")
         return PartitionPlan(self.view.name, tuple(self.actions), tuple(self.notes))
@@ -484,6 +491,16 @@ class _PartitionPlanner:
             self.epochs_changed = True
         if not self.alive:
             self.created = start
+
+    @property
+    def adjusted(self) -> bool:
+        """Whether the loader's end-of-load rules (epochs, snapshots, recovery point) apply: after a recovery, or
+        when the plan changes the partition's data. With the marker and data left as it is, a broker's reading
+        of those files is left alone too."""
+        changed = (
+            self.created is not None or bool(self.deleted) or any(s.truncate for s in self.segments.values())
+        )
+        return self.full or not self.clean or changed
 
     @property
     def alive(self) -> list[int]:
