@@ -229,15 +229,19 @@ def check_tree(plan: LogDirPlan, before: dict[str, bytes], after: dict[str, byte
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spec=dir_specs)
-def test_plan_then_apply_matches_prediction_and_the_broker_loader(spec: DirSpec) -> None:
+@given(spec=dir_specs, full=st.booleans())
+def test_plan_then_apply_matches_prediction_and_the_broker_loader(spec: DirSpec, full: bool) -> None:
     with tempfile.TemporaryDirectory() as raw:
         root = Path(raw)
         log_dir = build_dir(root, spec)
         untouched = root / "untouched"
         shutil.copytree(log_dir, untouched)
+        if full:
+            # What --full does is what a broker does without the marker and with no recovery point.
+            CleanShutdownMarker.remove(untouched)
+            OffsetCheckpointFile(untouched / RECOVERY_POINT_CHECKPOINT_FILE).write({TP: 0})
         before = read_tree(log_dir)
-        recovery = plan_recovery(scan_log_dir(log_dir, lenient=True), index_interval_bytes=INTERVAL)
+        recovery = plan_recovery(scan_log_dir(log_dir, lenient=True), full=full, index_interval_bytes=INTERVAL)
         report = apply_plan(recovery.plan)
         assert report.done == list(recovery.plan.actions())
         check_tree(recovery.plan, before, read_tree(log_dir), root)
@@ -251,8 +255,9 @@ def test_plan_then_apply_matches_prediction_and_the_broker_loader(spec: DirSpec)
             assert seen.recovery_point == expected.recovery_point
             assert seen.leader_epoch_checkpoint == expected.leader_epoch_checkpoint
         # Planning again finds nothing left to do.
-        again = plan_recovery(scan_log_dir(log_dir, lenient=True), index_interval_bytes=INTERVAL)
+        again = plan_recovery(scan_log_dir(log_dir, lenient=True), full=full, index_interval_bytes=INTERVAL)
         assert not any(isinstance(a, TruncateFile | RebuildIndexes) for a in again.plan.actions()), again.plan.describe()
+        assert CleanShutdownMarker.exists(log_dir) == recovery.view.clean_shutdown
         failures: list[BaseException] = []
         results = []
         for directory in (log_dir, untouched):
@@ -273,7 +278,7 @@ def test_plan_then_apply_matches_prediction_and_the_broker_loader(spec: DirSpec)
         for segments, truncated, actions in recovered:
             assert truncated == 0, actions
             # Without the marker a broker re-reads the segment holding the recovery point (the log end).
-            assert segments <= (0 if spec.marker else 1), actions
+            assert segments <= (0 if recovery.view.clean_shutdown else 1), actions
             assert all(a.startswith("recovered segment") for a in actions), actions
         assert ours == theirs
 
