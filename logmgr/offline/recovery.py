@@ -34,6 +34,7 @@ producer snapshot. For the same reason ``full`` deletes the marker of a marked d
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Iterable
@@ -267,6 +268,11 @@ class _PartitionPlanner:
     warnings: list[str] = field(default_factory=list)
     warned: set[int] = field(default_factory=set)
 
+    @functools.cached_property
+    def scanned(self) -> dict[int, SegmentView]:
+        """The view's segments by base offset."""
+        return {s.base_offset: s for s in self.view.segments}
+
     @property
     def directory(self) -> Path:
         return self.log_dir / self.view.name
@@ -308,8 +314,10 @@ class _PartitionPlanner:
             for n in names
             if n.endswith(DELETED_SUFFIX) and not n.endswith(CHECKPOINT_SUFFIX + DELETED_SUFFIX)
         ]
-        cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX) and n not in pending]
-        swaps = [n for n in names if n.endswith(SWAP_SUFFIX) and n not in pending and n not in cleaned]
+        taken = set(pending)
+        cleaned = [n for n in names if n.endswith(CLEANED_SUFFIX) and n not in taken]
+        taken.update(cleaned)
+        swaps = [n for n in names if n.endswith(SWAP_SUFFIX) and n not in taken]
         cleaned_offsets = [o for o in map(_offset, cleaned) if o is not None]
         min_cleaned = min(cleaned_offsets, default=None)
         split = [
@@ -324,7 +332,8 @@ class _PartitionPlanner:
         self._delete(
             split, "leftover", "swap files of an unfinished split (at or above the smallest .cleaned offset)"
         )
-        swaps = [s for s in swaps if s not in split]
+        taken.update(split)
+        swaps = [s for s in swaps if s not in taken]
         log_swaps = [s for s in swaps if s.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
         if log_swaps:
             low = min(offset_from_file_name(s) for s in log_swaps)
@@ -526,7 +535,7 @@ class _PartitionPlanner:
         view read it (the broker's reading of an unchanged segment), else from a walk."""
         prefix = self.segments[base].prefix if base in self.recovered else None
         if prefix is None:
-            known = next((s for s in self.view.segments if s.base_offset == base), None)
+            known = self.scanned.get(base)
             name = _name(base, LOG_SUFFIX)
             if known is not None and name not in self.on_disk and known.log_size == self.present[name]:
                 return known.next_offset, known.largest_timestamp
