@@ -1,8 +1,8 @@
-"""Our transcription of Kafka"s message schemas, as data for :mod:`segments.kafka_messages`.
+"""Our transcription of Kafka's message schemas, as data for :mod:`segments.kafka_messages`.
 
-Transcribed field by field from the JSON schema files of Kafka"s source tree (the directory of each group is
+Transcribed field by field from the JSON schema files of Kafka's source tree (the directory of each group is
 named in its heading); names, types, version ranges, nullable and tagged versions, tags and defaults are
-Kafka"s, documentation strings are left out. Lookup tables at the end map what names a message on disk: the
+Kafka's, documentation strings are left out. Lookup tables at the end map what names a message on disk: the
 apiKey of a KRaft metadata record, the record type (key version) of a ``__consumer_offsets`` record.
 """
 
