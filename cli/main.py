@@ -19,6 +19,7 @@ from cli.append_cmd import append
 from cli.checkpoints_cmd import checkpoints
 from cli.cleanup_cmd import cleanup
 from cli.common import Failure, ProgressBar, one_line_errors, refuse_links
+from cli.configs_cmd import configs
 from cli.dump_cmd import dump
 from cli.export_cmd import export
 from cli.flush_cmd import flush
@@ -176,3 +177,4 @@ main.add_command(cleanup)
 main.add_command(recover)
 main.add_command(serve)
 main.add_command(export)
+main.add_command(configs)
