@@ -27,6 +27,7 @@ records), ``indexEntry``, ``timeIndexEntry``, ``abortedTxn``, ``producerSnapshot
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
 import struct
@@ -44,7 +45,7 @@ from checkpoints.partition_metadata import PARTITION_METADATA_FILE, parse_partit
 from checkpoints.producer_snapshot import ProducerSnapshotEntry, parse_producer_snapshot
 from segments.compression import CompressionType
 from segments.describe import batch_summary, control_info, record_summary
-from segments.errors import CorruptRecordError, InvalidOffsetError, StorageFormatError
+from segments.errors import CorruptRecordError, InvalidOffsetError, RecordTooLargeError, StorageFormatError
 from segments.file_records import FileBatch, FileRecords
 from segments.legacy import RECORD_OVERHEAD_V0
 from segments.naming import (
@@ -67,6 +68,10 @@ BOOTSTRAP_CHECKPOINT_FILE = "bootstrap.checkpoint"
 
 RECORD_INDENT = "|"
 _INT32_MAX = 2**31 - 1
+MAX_BYTES_UNLIMITED = _INT32_MAX
+"""Kafka's ``--max-bytes`` default (``Integer.MAX_VALUE``): the whole file, trailing invalid bytes reported."""
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+"""Kafka's ``--max-message-size`` default."""
 
 _KRAFT_CONTROL_LABELS = {
     ControlRecordType.SNAPSHOT_HEADER: "SnapshotHeader",
@@ -79,18 +84,48 @@ _KRAFT_CONTROL_LABELS = {
 _SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex")
 
 
+class RecordDecoder(enum.Enum):
+    """Kafka's decoders of internal-topic payloads (``--offsets-decoder``, ``--transaction-log-decoder``,
+    ``--cluster-metadata-decoder``): each maps a record's key and value to the key and payload strings Kafka's
+    ``MessageParser`` prints."""
+
+    OFFSETS = "offsets"
+    TRANSACTION_LOG = "transactionLog"
+    CLUSTER_METADATA = "clusterMetadata"
+
+
 @dataclass(frozen=True, slots=True)
 class DumpOptions:
-    """``--deep-iteration``, ``--print-data-log`` (implies deep iteration, as in Kafka) and ``--json``."""
+    """kafka-dump-log's options, with Kafka's defaults, plus ``as_json``.
+
+    ``print_data_log`` and any ``decoder`` print record keys and payloads; either implies deep iteration, as in
+    Kafka. ``skip_record_metadata`` prints only that key/payload part of each record. ``index_sanity_only`` runs
+    only the broker's startup sanity check on ``.index``/``.timeindex`` files; ``verify_index_only`` checks them
+    against the ``.log`` without printing their entries. ``max_bytes`` limits the bytes of each ``.log`` (and
+    KRaft snapshot) whose batches are read: only batches wholly inside the first ``max_bytes`` are dumped, and
+    trailing invalid bytes are reported only when it is left at Kafka's default (``Int.MaxValue``).
+    ``max_message_size`` is the largest batch (log overhead included) an offset-index entry may point at.
+    """
 
     deep_iteration: bool = False
     print_data_log: bool = False
     as_json: bool = False
+    decoder: RecordDecoder | None = None
+    skip_record_metadata: bool = False
+    index_sanity_only: bool = False
+    verify_index_only: bool = False
+    max_bytes: int = MAX_BYTES_UNLIMITED
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+
+    @property
+    def print_data(self) -> bool:
+        """Whether record keys and payloads are printed. O(1)."""
+        return self.print_data_log or self.decoder is not None
 
     @property
     def deep(self) -> bool:
         """Whether records are iterated. O(1)."""
-        return self.deep_iteration or self.print_data_log
+        return self.deep_iteration or self.print_data
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +285,24 @@ class _MessageReader:
             self._take(self.unsigned_varint())
 
 
+_Parser = Callable[[bytes | None, bytes | None], tuple[str | None, str | None]]
+_DECODERS: dict[RecordDecoder, _Parser] = {}
+
+_RECORD_DATA_FIELDS = frozenset({"type", "offset", "key", "value", "headers", "decodedKey", "decodedPayload"})
+"""What a JSON record keeps under ``skip_record_metadata``: the offset to tell records apart, and the data."""
+
+
+def _json_value(text: str | None) -> Any:
+    """A decoder's string as a JSON value: the JSON object Kafka's converters wrote, else the string itself
+    (text formats, ``<DELETE>``, error notes). O(len(text))."""
+    if text is None or not text.startswith("{"):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def _java_bool(value: bool) -> str:
     return "true" if value else "false"
 
@@ -291,13 +344,22 @@ def _locate(err: StorageFormatError, path: str, batch_position: int) -> StorageF
     return err.at(path, position_base=batch_position)
 
 
-def _batch_at(records: FileRecords, position: int) -> FileBatch | None:
+def _batch_at(records: FileRecords, position: int, max_message_size: int | None = None) -> FileBatch | None:
     """The batch starting at ``position`` under Kafka's file rule (None past the last complete batch), reading
-    only that batch. O(batch size)."""
+    only that batch. A complete batch larger than ``max_message_size`` bytes (log overhead included) raises
+    RecordTooLargeError: Kafka's ``dumpIndex`` reads a slice of that size there and finds no batch. O(batch
+    size)."""
     prefix = records.read(position, LOG_OVERHEAD)
     if len(prefix) < LOG_OVERHEAD:
         return None
     (size,) = struct.unpack_from(">i", prefix, 8)
+    total = LOG_OVERHEAD + size
+    if max_message_size is not None and max_message_size < total <= records.size_in_bytes - position:
+        raise RecordTooLargeError(
+            f"batch of {total} bytes is larger than the maximum message size {max_message_size}",
+            path=str(records.path),
+            position=position,
+        )
     # A size below the minimum still gets enough room for the walker to see it and raise.
     return next(records.batches(position, position + LOG_OVERHEAD + max(size, RECORD_OVERHEAD_V0)), None)
 
@@ -425,8 +487,9 @@ class _Dumper:
         valid_bytes = 0
         gaps = _OffsetGaps()
         with FileRecords(path) as records:
-            size = records.size_in_bytes
-            batches = records.batches()
+            # Kafka reads a slice of the first max_bytes: a batch crossing that limit is not read.
+            size = min(records.size_in_bytes, self._opts.max_bytes)
+            batches = records.batches(0, size)
             while True:
                 try:
                     found = next(batches, None)
@@ -439,7 +502,8 @@ class _Dumper:
                 valid_bytes = found.end_position
         _add(self._reports.non_consecutive, path, gaps.gaps)
         trailing = size - valid_bytes
-        if trailing > 0:
+        # Under a --max-bytes limit the cut-off batch is expected, so Kafka reports nothing.
+        if trailing > 0 and self._opts.max_bytes == MAX_BYTES_UNLIMITED:
             yield self._line(
                 f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}",
                 {"type": "invalidBytes", "path": path, "position": valid_bytes, "size": trailing},
@@ -500,28 +564,54 @@ class _Dumper:
         )
 
     def _record_text(self, found: FileBatch, record: Record, batch_valid: bool) -> str:
+        """Kafka's record line. Without metadata it keeps Kafka's quirks: the indent only comes with a key (a
+        key-less payload starts with a space), and a control record is an empty line."""
         batch = found.batch
-        parts = [
-            f"{RECORD_INDENT} offset: {record.offset} {batch.timestamp_type.label}: {record.timestamp} "
-            f"keySize: {_size(record.key)} valueSize: {_size(record.value)}"
-        ]
-        if batch.magic >= MAGIC_V2:
+        parts = []
+        separator = f"{RECORD_INDENT} "
+        if not self._opts.skip_record_metadata:
             parts.append(
-                f" sequence: {record.sequence} headerKeys: [{','.join(_header_key(h.key) for h in record.headers)}]"
+                f"{RECORD_INDENT} offset: {record.offset} {batch.timestamp_type.label}: {record.timestamp} "
+                f"keySize: {_size(record.key)} valueSize: {_size(record.value)}"
             )
-        else:
-            # The closing brace after the crc is in Kafka's output too.
-            parts.append(
-                f" isValid: {_java_bool(_legacy_record_valid(found, batch_valid))} crc: {record.checksum}}}"
-            )
-        if batch.is_control:
-            parts.append(" " + _control_text(record))
-        elif self._opts.print_data_log:
-            if record.key is not None:
-                parts.append(f" key: {_string(record.key)}")
-            if record.value is not None:
-                parts.append(f" payload: {_string(record.value)}")
+            separator = " "
+            if batch.magic >= MAGIC_V2:
+                parts.append(
+                    f" sequence: {record.sequence} "
+                    f"headerKeys: [{','.join(_header_key(h.key) for h in record.headers)}]"
+                )
+            else:
+                # The closing brace after the crc is in Kafka's output too.
+                parts.append(
+                    f" isValid: {_java_bool(_legacy_record_valid(found, batch_valid))} crc: {record.checksum}}}"
+                )
+            if batch.is_control:
+                parts.append(" " + _control_text(record))
+        if self._opts.print_data and not batch.is_control:
+            key, payload = self._parse(record)
+            if key is not None:
+                parts.append(f"{separator}key: {key}")
+            if payload is not None:
+                parts.append(f" payload: {payload}")
         return "".join(parts)
+
+    def _parse(self, record: Record) -> tuple[str | None, str | None]:
+        """The key and payload strings Kafka's message parser gives: UTF-8 text by default (its
+        ``StringDecoder``), else the chosen decoder's. O(record size)."""
+        decoder = self._opts.decoder
+        if decoder is None:
+            return (
+                None if record.key is None else _string(record.key),
+                None if record.value is None else _string(record.value),
+            )
+        try:
+            return _DECODERS[decoder](record.key, record.value)
+        except StorageFormatError as err:
+            # The decoder's position is inside the key or value; the caller adds the batch's file position.
+            inside = "" if err.position is None else f" (byte {err.position} of the key or value)"
+            raise CorruptRecordError(
+                f"record at offset {record.offset}: {decoder.value} decoder: {err.message}{inside}"
+            ) from None
 
     def _record_json(self, found: FileBatch, record: Record, batch_valid: bool) -> dict[str, Any]:
         summary = record_summary(found, record)
@@ -532,7 +622,7 @@ class _Dumper:
             "valueSize": _size(record.value),
             "headerKeys": [_header_key(header.key) for header in record.headers],
         }
-        if not self._opts.print_data_log:
+        if not self._opts.print_data:
             del out["key"], out["value"], out["headers"]
         if found.batch.magic < MAGIC_V2:
             out["isValid"] = _legacy_record_valid(found, batch_valid)
@@ -540,6 +630,12 @@ class _Dumper:
             kind = ControlRecordType[summary["controlType"]]
             if kind in _KRAFT_CONTROL_LABELS:
                 out["controlData"] = kraft_control_json(kind, record.value)
+        elif self._opts.decoder is not None:
+            key, payload = self._parse(record)
+            out["decodedKey"] = _json_value(key)
+            out["decodedPayload"] = _json_value(payload)
+        if self._opts.skip_record_metadata:
+            return {name: value for name, value in out.items() if name in _RECORD_DATA_FIELDS}
         return out
 
     # -- .index ---------------------------------------------------------------------------------------------
@@ -555,12 +651,23 @@ class _Dumper:
         except OSError as err:
             return None, list(self._os_error(log_path, err))
 
+    def _passed_sanity_check(self, path: str) -> DumpLine:
+        return self._line(f"{path} passed sanity check.", {"type": "sanityCheckPassed", "path": path})
+
     def _dump_index(self, path: str, base_offset: int) -> Iterator[DumpLine]:
         with contextlib.ExitStack() as stack:
             index = stack.enter_context(OffsetIndex(path, base_offset, writable=False))
+            if self._opts.index_sanity_only:
+                # The check a broker runs at startup to decide whether to rebuild the index; a failure raises
+                # CorruptIndexError. Unlike Kafka it runs before the empty test: a file shorter than one entry
+                # has no entries, yet fails the broker's check (its length is not a multiple of 8).
+                index.sanity_check()
             if index.entries == 0:
                 if not self._json:
                     yield DumpLine(f"{path} is empty.")
+                return
+            if self._opts.index_sanity_only:
+                yield self._passed_sanity_check(path)
                 return
             records, errors = self._open_log_for(path, stack)
             yield from errors
@@ -568,17 +675,18 @@ class _Dumper:
             for entry in index.entries_for_dump():
                 if records is not None:
                     try:
-                        found = _batch_at(records, entry.position)
+                        found = _batch_at(records, entry.position, self._opts.max_message_size)
                     except StorageFormatError as err:
                         yield from self._error(err)
                     else:
                         log_offset = -1 if found is None else found.batch.last_offset
                         if log_offset != entry.offset:
                             mismatches.append((entry.offset, log_offset))
-                yield self._line(
-                    f"offset: {entry.offset} position: {entry.position}",
-                    {"type": "indexEntry", "offset": entry.offset, "position": entry.position},
-                )
+                if not self._opts.verify_index_only:
+                    yield self._line(
+                        f"offset: {entry.offset} position: {entry.position}",
+                        {"type": "indexEntry", "offset": entry.offset, "position": entry.position},
+                    )
             _add(self._reports.index_mismatches, path, mismatches)
 
     # -- .timeindex -----------------------------------------------------------------------------------------
@@ -586,6 +694,10 @@ class _Dumper:
     def _dump_time_index(self, path: str, base_offset: int) -> Iterator[DumpLine]:
         with contextlib.ExitStack() as stack:
             time_index = stack.enter_context(TimeIndex(path, base_offset, writable=False))
+            if self._opts.index_sanity_only:
+                time_index.sanity_check()
+                yield self._passed_sanity_check(path)
+                return
             if time_index.entries == 0:
                 return
             records, errors = self._open_log_for(path, stack)
@@ -617,10 +729,11 @@ class _Dumper:
                                 out_of_order.append((entry.timestamp, previous))
                     except StorageFormatError as err:
                         yield from self._error(err)
-                yield self._line(
-                    f"timestamp: {entry.timestamp} offset: {entry.offset}",
-                    {"type": "timeIndexEntry", "timestamp": entry.timestamp, "offset": entry.offset},
-                )
+                if not self._opts.verify_index_only:
+                    yield self._line(
+                        f"timestamp: {entry.timestamp} offset: {entry.offset}",
+                        {"type": "timeIndexEntry", "timestamp": entry.timestamp, "offset": entry.offset},
+                    )
                 previous = entry.timestamp
             _add(self._reports.time_mismatches, path, mismatches)
             _add(self._reports.time_out_of_order, path, out_of_order)
