@@ -219,7 +219,7 @@ def dump(
     for name, message in _UNSUPPORTED_DECODERS.items():
         if decoder_flags.pop(name):
             raise UsageRefused(message)
-    chosen = [_DECODER_FLAGS[name] for name, given in decoder_flags.items() if given]
+    chosen = [flag for name, flag in _DECODER_FLAGS.items() if decoder_flags[name]]
     if len(chosen) > 1:
         raise UsageRefused(f"{' and '.join(flag for flag, _ in chosen)} exclude each other: choose one decoder")
     decoder_class = _decoder_class(key_decoder_class, "--key-decoder-class")
