@@ -31,7 +31,6 @@ import enum
 import json
 import os
 import struct
-import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,10 +42,12 @@ from checkpoints.meta_properties import META_PROPERTIES_FILE, parse_meta_propert
 from checkpoints.offset_checkpoint import OFFSET_CHECKPOINT_FILES, parse_offset_checkpoint
 from checkpoints.partition_metadata import PARTITION_METADATA_FILE, parse_partition_metadata
 from checkpoints.producer_snapshot import ProducerSnapshotEntry, parse_producer_snapshot
+from segments import kafka_schemas
 from segments.compression import CompressionType
 from segments.describe import batch_summary, control_info, record_summary
 from segments.errors import CorruptRecordError, InvalidOffsetError, RecordTooLargeError, StorageFormatError
 from segments.file_records import FileBatch, FileRecords
+from segments.kafka_messages import MessageFormatError, json_text, message_json, read_message
 from segments.legacy import RECORD_OVERHEAD_V0
 from segments.naming import (
     CHECKPOINT_SUFFIX,
@@ -78,6 +79,12 @@ _KRAFT_CONTROL_LABELS = {
     ControlRecordType.SNAPSHOT_FOOTER: "SnapshotFooter",
     ControlRecordType.KRAFT_VERSION: "KRaftVersion",
     ControlRecordType.KRAFT_VOTERS: "KRaftVoters",
+}
+_KRAFT_CONTROL_SCHEMAS = {
+    ControlRecordType.SNAPSHOT_HEADER: kafka_schemas.SNAPSHOT_HEADER_RECORD,
+    ControlRecordType.SNAPSHOT_FOOTER: kafka_schemas.SNAPSHOT_FOOTER_RECORD,
+    ControlRecordType.KRAFT_VERSION: kafka_schemas.KRAFT_VERSION_RECORD,
+    ControlRecordType.KRAFT_VOTERS: kafka_schemas.VOTERS_RECORD,
 }
 
 # Kinds whose file name starts with the segment base offset.
@@ -182,107 +189,19 @@ def kraft_control_json(kind: ControlRecordType, value: bytes | None) -> dict[str
     """The value of a KRaft control record (SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS) as
     Kafka's generated JSON converter writes it. O(len(value)).
 
-    Raises :class:`CorruptRecordError` when the value is too short or a non-nullable field is null, and
-    ``ValueError`` for another control type.
+    Kafka reads the value at the schema's current version (0) and writes the JSON at the version the record
+    carries in its ``version`` field. Raises :class:`CorruptRecordError` for a value that does not decode (its
+    byte position inside the value in the message), and ``ValueError`` for another control type.
     """
-    reader = _MessageReader(value)
-    if kind is ControlRecordType.SNAPSHOT_HEADER:
-        out: dict[str, Any] = {"version": reader.int16(), "lastContainedLogTimestamp": reader.int64()}
-    elif kind is ControlRecordType.SNAPSHOT_FOOTER:
-        out = {"version": reader.int16()}
-    elif kind is ControlRecordType.KRAFT_VERSION:
-        out = {"version": reader.int16(), "kRaftVersion": reader.int16()}
-    elif kind is ControlRecordType.KRAFT_VOTERS:
-        out = {
-            "version": reader.int16(),
-            "voters": [_voter(reader) for _ in range(reader.array_length("voters"))],
-        }
-    else:
+    schema = _KRAFT_CONTROL_SCHEMAS.get(kind)
+    if schema is None:
         raise ValueError(f"{kind.name} is not a KRaft control record with a JSON form")
-    reader.skip_tagged_fields()
-    return out
-
-
-def _voter(reader: _MessageReader) -> dict[str, Any]:
-    voter: dict[str, Any] = {"voterId": reader.int32(), "voterUuid": reader.uuid()}
-    endpoints = []
-    for _ in range(reader.array_length("endpoints")):
-        endpoints.append(
-            {"name": reader.string("name"), "host": reader.string("host"), "port": reader.uint16()}
-        )
-        reader.skip_tagged_fields()
-    voter["endpoints"] = endpoints
-    voter["kRaftVersionFeature"] = {
-        "minSupportedVersion": reader.int16(),
-        "maxSupportedVersion": reader.int16(),
-    }
-    reader.skip_tagged_fields()
-    reader.skip_tagged_fields()
-    return voter
-
-
-class _MessageReader:
-    """Reads a flexible-version Kafka message (compact strings/arrays, unsigned varints, tagged fields)."""
-
-    def __init__(self, data: bytes | None) -> None:
-        self._data = b"" if data is None else bytes(data)
-        self._pos = 0
-
-    def _take(self, size: int) -> bytes:
-        if size > len(self._data) - self._pos:
-            raise CorruptRecordError(
-                f"control record value of {len(self._data)} bytes ends inside a field at byte {self._pos}"
-            )
-        chunk = self._data[self._pos : self._pos + size]
-        self._pos += size
-        return chunk
-
-    def _unpack(self, fmt: str) -> int:
-        value: int = struct.unpack(fmt, self._take(struct.calcsize(fmt)))[0]
-        return value
-
-    def int16(self) -> int:
-        return self._unpack(">h")
-
-    def uint16(self) -> int:
-        return self._unpack(">H")
-
-    def int32(self) -> int:
-        return self._unpack(">i")
-
-    def int64(self) -> int:
-        return self._unpack(">q")
-
-    def unsigned_varint(self) -> int:
-        value = 0
-        for shift in range(0, 35, 7):
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-        raise CorruptRecordError(
-            f"unsigned varint longer than 5 bytes in a control record value at byte {self._pos}"
-        )
-
-    def _compact_length(self, what: str) -> int:
-        length = self.unsigned_varint() - 1
-        if length < 0:
-            raise CorruptRecordError(f"non-nullable field {what} was serialized as null")
-        return length
-
-    def array_length(self, what: str) -> int:
-        return self._compact_length(what)
-
-    def string(self, what: str) -> str:
-        return self._take(self._compact_length(what)).decode("utf-8", errors="replace")
-
-    def uuid(self) -> str:
-        return uuid_to_kafka(uuid.UUID(bytes=self._take(16)))
-
-    def skip_tagged_fields(self) -> None:
-        for _ in range(self.unsigned_varint()):
-            self.unsigned_varint()
-            self._take(self.unsigned_varint())
+    try:
+        message, _ = read_message(schema, 0, b"" if value is None else value)
+    except MessageFormatError as err:
+        # Positions inside a record value are no file positions: the caller locates the batch.
+        raise CorruptRecordError(f"control record value: {err.message} (byte {err.position})") from None
+    return message_json(schema, message["version"], message)
 
 
 _Parser = Callable[[bytes | None, bytes | None], tuple[str | None, str | None]]
@@ -927,7 +846,7 @@ def _control_text(record: Record) -> str:
         return f"endTxnMarker: {kind.name} coordinatorEpoch: {coordinator_epoch}"
     label = _KRAFT_CONTROL_LABELS.get(kind)
     if label is not None:
-        return f"{label} {json.dumps(kraft_control_json(kind, record.value), separators=(',', ':'), ensure_ascii=False)}"
+        return f"{label} {json_text(kraft_control_json(kind, record.value))}"
     assert record.key is not None  # control_info rejected a missing key
     (type_id,) = struct.unpack_from(">h", record.key, 2)
     return f"controlType: {kind.name}({type_id})"
