@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from os import PathLike
 from typing import Any, Self
 
 from checkpoints.kafka_uuid import ZERO_UUID, uuid_to_kafka
@@ -51,7 +52,9 @@ __all__ = [
     "json_text",
     "message_json",
     "read_message",
+    "read_unsigned_varint",
     "write_message",
+    "write_unsigned_varint",
 ]
 
 _MAX_VERSION = 0x7FFF
@@ -190,8 +193,8 @@ class MessageFormatError(CorruptRecordError):
 
     java_message: str | None = None
 
-    def at(self, path: object = None, *, position_base: int = 0) -> Self:  # type: ignore[override]
-        moved = super().at(path if path is None else str(path), position_base=position_base)
+    def at(self, path: str | PathLike[str] | None = None, *, position_base: int = 0) -> Self:
+        moved = super().at(path, position_base=position_base)
         moved.java_message = self.java_message
         return moved
 
@@ -468,6 +471,19 @@ def read_message(
     return value, reader.position
 
 
+def read_unsigned_varint(data: bytes | memoryview, position: int, what: str) -> tuple[int, int]:
+    """Kafka's ``ByteUtils.readUnsignedVarint`` at ``position`` (at most 5 bytes, the result a Java int, so it
+    may be negative); return the value and the position after it. Raises :class:`MessageFormatError` naming
+    ``what``. O(1)."""
+    reader = _Reader(data, position, what)
+    return reader.unsigned_varint(), reader.position
+
+
+def write_unsigned_varint(value: int) -> bytes:
+    """Kafka's ``ByteUtils.writeUnsignedVarint`` of a Java int (negative values take 5 bytes). O(1)."""
+    return _unsigned_varint(value)
+
+
 # -- writing ---------------------------------------------------------------------------------------------------
 
 
@@ -496,9 +512,9 @@ class _MessageWriter:
             item = value[spec.key] if spec.key in value else default_value(spec)
             if spec.tag is not None and spec.tagged.member(version, context):
                 if not _is_default(spec, item):
-                    payload = bytearray()
-                    self._value(payload, spec, context, True, True, item)
-                    tagged.append((spec.tag, bytes(payload)))
+                    encoded = bytearray()
+                    self._value(encoded, spec, context, True, True, item)
+                    tagged.append((spec.tag, bytes(encoded)))
                 continue
             self._value(out, spec, context, flexible, False, item)
         if flexible:

@@ -490,8 +490,8 @@ TRANSACTION_LOG_KEY = _message("TransactionLogKey", None, "0", "none", (
 
 TRANSACTION_LOG_VALUE = _message("TransactionLogValue", None, "0-1", "1+", (
     _f("ProducerId", "int64", "0+"),
-    _f("PreviousProducerId", "int64", "0+", tag=0, tagged="1+", default="-1"),
-    _f("NextProducerId", "int64", "0+", tag=1, tagged="1+", default="-1"),
+    _f("PreviousProducerId", "int64", "1+", tag=0, tagged="1+", default="-1"),
+    _f("NextProducerId", "int64", "1+", tag=1, tagged="1+", default="-1"),
     _f("ProducerEpoch", "int16", "0+"),
     _f("TransactionTimeoutMs", "int32", "0+"),
     _f("TransactionStatus", "int8", "0+"),
@@ -501,7 +501,7 @@ TRANSACTION_LOG_VALUE = _message("TransactionLogValue", None, "0-1", "1+", (
     )),
     _f("TransactionLastUpdateTimestampMs", "int64", "0+"),
     _f("TransactionStartTimestampMs", "int64", "0+"),
-    _f("ClientTransactionVersion", "int16", "0+", tag=2, tagged="1+", default="0"),
+    _f("ClientTransactionVersion", "int16", "1+", tag=2, tagged="1+", default="0"),
 ))
 
 # --- __share_group_state keys and values (share-coordinator/src/main/resources/common/message)
@@ -542,7 +542,6 @@ SHARE_UPDATE_VALUE = _message("ShareUpdateValue", None, "0", "0+", (
         _f("DeliveryCount", "int16", "0"),
     )),
 ))
-
 
 # --- Lookup tables
 
