@@ -33,7 +33,7 @@ import os
 import struct
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from checkpoints.clean_shutdown import CLEAN_SHUTDOWN_FILE, parse_clean_shutdown
 from checkpoints.kafka_uuid import uuid_to_kafka
@@ -60,6 +60,11 @@ from segments.naming import (
     parse_kraft_snapshot_name,
 )
 from segments.offset_index import OffsetIndex
+from segments.record_decoders import (
+    parse_cluster_metadata_record,
+    parse_offsets_record,
+    parse_transaction_log_record,
+)
 from segments.records import LOG_OVERHEAD, MAGIC_V2, NO_TIMESTAMP, ControlRecordType, Record
 from segments.time_index import TimeIndex
 from segments.transaction_index import TransactionIndex
@@ -204,8 +209,17 @@ def kraft_control_json(kind: ControlRecordType, value: bytes | None) -> dict[str
     return message_json(schema, message["version"], message)
 
 
-_Parser = Callable[[bytes | None, bytes | None], tuple[str | None, str | None]]
-_DECODERS: dict[RecordDecoder, _Parser] = {}
+class _Parser(Protocol):
+    def __call__(
+        self, key: bytes | None, value: bytes | None, *, offset: int = -1
+    ) -> tuple[str | None, str | None]: ...
+
+
+_DECODERS: dict[RecordDecoder, _Parser] = {
+    RecordDecoder.OFFSETS: parse_offsets_record,
+    RecordDecoder.TRANSACTION_LOG: parse_transaction_log_record,
+    RecordDecoder.CLUSTER_METADATA: parse_cluster_metadata_record,
+}
 
 _RECORD_DATA_FIELDS = frozenset({"type", "offset", "key", "value", "headers", "decodedKey", "decodedPayload"})
 """What a JSON record keeps under ``skip_record_metadata``: the offset to tell records apart, and the data."""
@@ -524,12 +538,13 @@ class _Dumper:
                 None if record.value is None else _string(record.value),
             )
         try:
-            return _DECODERS[decoder](record.key, record.value)
+            return _DECODERS[decoder](record.key, record.value, offset=record.offset)
         except StorageFormatError as err:
-            # The decoder's position is inside the key or value; the caller adds the batch's file position.
+            # Where Kafka's parser throws. The decoder's position is inside the key or value, no file position:
+            # the caller locates the batch.
             inside = "" if err.position is None else f" (byte {err.position} of the key or value)"
             raise CorruptRecordError(
-                f"record at offset {record.offset}: {decoder.value} decoder: {err.message}{inside}"
+                f"{decoder.value} decoder, record at offset {record.offset}: {err.message}{inside}"
             ) from None
 
     def _record_json(self, found: FileBatch, record: Record, batch_valid: bool) -> dict[str, Any]:
