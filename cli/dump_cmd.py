@@ -41,7 +41,7 @@ _UNSUPPORTED_DECODERS = {
         "records"
     ),
     "share_group_state_decoder": (
-        "--share-group-state-decoder is not supported: logmgr has no schemas for __share_group_state records; use "
+        "--share-group-state-decoder is not supported: logmgr has no decoder for __share_group_state records; use "
         "--print-data-log or --json for the raw records"
     ),
 }

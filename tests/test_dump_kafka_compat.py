@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cli.dump_cmd import STRING_DECODER
-from logmgr.dump import DumpOptions, dump_files
+from logmgr.dump import DumpOptions, RecordDecoder, dump_files
+from segments.kafka_messages import write_message
+from segments.kafka_schemas import GROUP_COORDINATOR_RECORDS
 from segments.records import (
     ControlRecordType,
     EndTransactionMarker,
@@ -99,7 +103,7 @@ def test_files_option_without_a_value_is_a_usage_error() -> None:
         ),
         (
             ("--share-group-state-decoder",),
-            "--share-group-state-decoder is not supported: logmgr has no schemas for __share_group_state "
+            "--share-group-state-decoder is not supported: logmgr has no decoder for __share_group_state "
             "records; use --print-data-log or --json for the raw records",
         ),
         (
@@ -383,3 +387,208 @@ def test_library_defaults_are_kafkas() -> None:
     assert not options.deep and not options.print_data
     lines = list(dump_files([segment_file(OFFSETS_15, ".log")], DumpOptions(max_bytes=0)))
     assert [line.content for line in lines] == [f"Dumping {segment_file(OFFSETS_15, '.log')}", "Log starting offset: 0"]
+
+
+# -- decoders ------------------------------------------------------------------------------------------------
+
+INTERNAL_SEGMENTS = (
+    [
+        log
+        for pattern in ("*/*/__consumer_offsets-*/*.log", "*/*/__transaction_state-*/*.log")
+        for log in sorted(KAFKA_REAL.glob(pattern))
+        if log.stat().st_size > 0
+    ]
+    if KAFKA_REAL.exists()
+    else []
+)
+METADATA_FILES = (
+    sorted(KAFKA_REAL.glob("*/*/__cluster_metadata-0/*.checkpoint"))
+    + sorted(KAFKA_REAL.glob("*/*/__cluster_metadata-0/*.log"))
+    + sorted(KAFKA_REAL.glob("*/*/bootstrap.checkpoint"))
+    if KAFKA_REAL.exists()
+    else []
+)
+
+
+def record_lines(result: Result) -> list[str]:
+    return [line for line in out_lines(result) if line.startswith("| ")]
+
+
+def offsets_record(key_type: int, key: dict[str, object], value_version: int, value: dict[str, object] | None) -> SimpleRecord:
+    """A __consumer_offsets record as GroupCoordinatorRecordSerde writes it: int16 type/version + message."""
+    key_schema, value_schema = GROUP_COORDINATOR_RECORDS[key_type]
+    key_bytes = struct.pack(">h", key_type) + write_message(key_schema, key_type, key)
+    value_bytes = None if value is None else struct.pack(">h", value_version) + write_message(value_schema, value_version, value)
+    return SimpleRecord(value_bytes, key_bytes, 1)
+
+
+def test_offsets_decoder_on_a_real_consumer_offsets_segment() -> None:
+    log = segment_file(OFFSETS_15, ".log")
+    # The decoder alone implies deep iteration and data printing, as in Kafka.
+    result = run("--offsets-decoder", "--files", log)
+    assert (result.exit_code, result.stderr) == (0, ""), result.output
+    lines = record_lines(result)
+    assert len(lines) == 256
+    assert lines[0] == (
+        "| offset: 0 CreateTime: 1779275922621 keySize: 14 valueSize: 24 sequence: 0 headerKeys: [] "
+        'key: {"type":"2","data":{"group":"demo-group"}} payload: {"version":"3","data":{"protocolType":"",'
+        '"generation":0,"protocol":null,"leader":null,"currentStateTimestamp":1779275922616,"members":[]}}'
+    )
+    # A consumer group's embedded subscription and assignment are decoded as Kafka's parser does.
+    assert '"assignment":{"assignedPartitions":[{"topic":"demo-topic","partitions":[0,1,2]}],"userData":null}' in lines[1]
+    assert lines[2].endswith(
+        'key: {"type":"1","data":{"group":"demo-group","topic":"demo-topic","partition":2}} '
+        'payload: {"version":"4","data":{"offset":0,"leaderEpoch":-1,"metadata":"","commitTimestamp":1779275930663}}'
+    )
+
+
+@pytest.mark.parametrize("log", INTERNAL_SEGMENTS, ids=lambda p: f"{p.parent.parent.parent.name}/{p.parent.name}")
+def test_every_real_internal_topic_record_decodes(log: Path) -> None:
+    option = "--offsets-decoder" if log.parent.name.startswith("__consumer_offsets") else "--transaction-log-decoder"
+    result = run(option, "--skip-record-metadata", "--files", log)
+    assert (result.exit_code, result.stderr) == (0, ""), result.output
+    for line in out_lines(result)[2:]:
+        if not line.startswith("baseOffset: "):
+            assert line.startswith("| key: "), line
+            assert "skipping" not in line and "unknown::" not in line, line
+
+
+def test_offsets_decoder_shapes_from_kafkas_test(tmp_path: Path) -> None:
+    """DumpLogSegmentsTest.testOffsetsMessageParser's expected strings, through the dump."""
+    log = write_log(
+        tmp_path / f"{SEGMENT}.log",
+        build_batch([offsets_record(3, {"groupId": "group"}, 0, {"epoch": 10})], base_offset=0),
+        build_batch([offsets_record(3, {"groupId": "group"}, 0, None)], base_offset=1),
+        build_batch([SimpleRecord(b"v", struct.pack(">h", 99), 1)], base_offset=2),
+    )
+    result = run("--offsets-decoder", "--skip-record-metadata", "--files", log)
+    assert result.exit_code == 0, result.output
+    assert record_lines(result) == [
+        '| key: {"type":"3","data":{"groupId":"group"}} payload: {"version":"0","data":{"epoch":10}}',
+        '| key: {"type":"3","data":{"groupId":"group"}} payload: <DELETE>',
+        "| key: Unknown record type 99 at offset 2, skipping.",
+    ]
+
+
+def test_offsets_decoder_json_values(tmp_path: Path) -> None:
+    log = write_log(
+        tmp_path / f"{SEGMENT}.log",
+        build_batch([offsets_record(3, {"groupId": "group"}, 0, {"epoch": 10})], base_offset=0),
+        build_batch([offsets_record(3, {"groupId": "group"}, 0, None)], base_offset=1),
+    )
+    records_json = [o for o in json_lines(run("--json", "--offsets-decoder", log)) if o["type"] == "record"]
+    assert records_json[0]["decodedKey"] == {"type": "3", "data": {"groupId": "group"}}
+    assert records_json[0]["decodedPayload"] == {"version": "0", "data": {"epoch": 10}}
+    assert records_json[1]["decodedPayload"] == "<DELETE>"
+    # The raw bytes stay (base64), as with --print-data-log.
+    assert records_json[0]["key"] is not None
+    skipped = json_lines(run("--json", "--offsets-decoder", "--skip-record-metadata", log))[-1]
+    assert sorted(skipped) == ["decodedKey", "decodedPayload", "headers", "key", "offset", "type", "value"]
+
+
+def test_offsets_decoder_on_a_record_without_key_reports_file_and_position(tmp_path: Path) -> None:
+    """Kafka's parser throws (the tool dies); here the record is reported and the dump goes on."""
+    first = build_batch([SimpleRecord(b"x", None, 1)], base_offset=0)
+    log = write_log(
+        tmp_path / f"{SEGMENT}.log", first, build_batch([offsets_record(3, {"groupId": "g"}, 0, {"epoch": 1})], base_offset=1)
+    )
+    result = run("--offsets-decoder", log)
+    assert result.exit_code == 1
+    assert err_lines(result) == [
+        f"{log}: position 0: offsets decoder, record at offset 0: Failed to decode message at offset 0 using offset "
+        "topic decoder (message had a missing key)"
+    ]
+    assert record_lines(result) and record_lines(result)[-1].endswith('payload: {"version":"0","data":{"epoch":1}}')
+
+
+def test_transaction_log_decoder_on_the_real_transaction_state() -> None:
+    log = segment_file(KRAFT_37 / "__transaction_state-44", ".log")
+    result = run("--transaction-log-decoder", "--files", log)
+    assert (result.exit_code, result.stderr) == (0, "")
+    prefix = "key: transaction_metadata::transactionalId=default_ payload: producerId:0,producerEpoch:0,"
+    assert [line.split(" headerKeys: [] ")[1] for line in record_lines(result)] == [
+        prefix + "state=Empty,partitions=[],txnLastUpdateTimestamp=1728561474712,txnTimeoutMs=60000",
+        prefix + "state=Ongoing,partitions=[_confluent-ksql-default__command_topic-0],"
+        "txnLastUpdateTimestamp=1728561475379,txnTimeoutMs=60000",
+        prefix + "state=PrepareCommit,partitions=[_confluent-ksql-default__command_topic-0],"
+        "txnLastUpdateTimestamp=1728561475538,txnTimeoutMs=60000",
+        prefix + "state=CompleteCommit,partitions=[],txnLastUpdateTimestamp=1728561475551,txnTimeoutMs=60000",
+    ]
+    # Text formats stay JSON strings.
+    first = next(o for o in json_lines(run("--json", "--transaction-log-decoder", log)) if o["type"] == "record")
+    assert first["decodedKey"] == "transaction_metadata::transactionalId=default_"
+    assert first["decodedPayload"].startswith("producerId:0,producerEpoch:0,state=Empty,")
+
+
+def test_transaction_log_decoder_on_an_undecodable_value_reports_it(tmp_path: Path) -> None:
+    key = struct.pack(">hh", 0, 1) + b"t"
+    log = write_log(tmp_path / f"{SEGMENT}.log", build_batch([SimpleRecord(b"\x00\x01\xff", key, 1)], base_offset=0))
+    result = run("--transaction-log-decoder", log)
+    assert result.exit_code == 1
+    [error] = err_lines(result)
+    assert error.startswith(f"{log}: position 0: transactionLog decoder, record at offset 0: ")
+
+
+@pytest.mark.parametrize("path", METADATA_FILES, ids=lambda p: f"{p.parent.parent.parent.name}/{p.name}")
+def test_cluster_metadata_decoder_on_every_real_metadata_file(path: Path) -> None:
+    result = run("--cluster-metadata-decoder", "--files", path)
+    assert (result.exit_code, result.stderr) == (0, ""), result.output
+    for line in record_lines(result):
+        payload = line.partition(" headerKeys: [] ")[2]
+        # Metadata records have no key; control records print their own data and no payload.
+        assert payload.startswith(('payload: {"type":"', "SnapshotHeader {", "SnapshotFooter {", "controlType: ")), line
+        assert "skipping" not in line, line
+
+
+def test_cluster_metadata_decoder_snapshot_like_kafkas_test() -> None:
+    """DumpLogSegmentsTest.testDumpMetadataSnapshot: with --skip-record-metadata the control records vanish."""
+    snapshot = require_fixtures(KRAFT_37 / "__cluster_metadata-0" / "00000000000000007364-0000000001.checkpoint")
+    output = run("--cluster-metadata-decoder", "--files", snapshot).stdout
+    assert "Snapshot end offset: 7364, epoch: 1" in output
+    assert "TOPIC_RECORD" in output and "REGISTER_BROKER_RECORD" in output
+    assert '"lastContainedLogTimestamp":1728565330138' in output
+    lines = out_lines(run("--cluster-metadata-decoder", "--skip-record-metadata", "--files", snapshot))
+    assert "SnapshotHeader" not in "\n".join(lines)
+    assert lines[3] == ""  # the header record
+    assert lines[5] == ' payload: {"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":19}}'
+    assert lines[-1] == ""  # the footer record
+
+
+def test_cluster_metadata_decoder_skips_a_bogus_record_like_kafka(tmp_path: Path) -> None:
+    """DumpLogSegmentsTest.testDumpMetadataRecords: a value that is no metadata record prints Kafka's
+    "Error at <offset>, skipping." payload and the dump goes on (exit 0, as Kafka)."""
+    snapshot = require_fixtures(KRAFT_37 / "__cluster_metadata-0" / "00000000000000007364-0000000001.checkpoint")
+    bogus = bytes([0x90, 0x4E, 0x90, 0x4E])  # unsigned varints 10000, 10000
+    log = write_log(tmp_path / f"{SEGMENT}.log", build_batch([SimpleRecord(bogus, None, 1)], base_offset=0))
+    lines = out_lines(run("--cluster-metadata-decoder", "--skip-record-metadata", log, snapshot))
+    assert lines[3].startswith(" payload: Error at 0, skipping. ")
+    assert any("TOPIC_RECORD" in line for line in lines)
+    objects = json_lines(run("--json", "--cluster-metadata-decoder", log))
+    assert objects[-1]["decodedKey"] is None
+    assert objects[-1]["decodedPayload"].startswith("Error at 0, skipping. ")
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=200, deadline=None)
+@given(
+    key=st.one_of(st.none(), st.binary(max_size=40)),
+    value=st.one_of(st.none(), st.binary(max_size=80)),
+    decoder=st.sampled_from(list(RecordDecoder)),
+    as_json=st.booleans(),
+    skip=st.booleans(),
+)
+def test_decoders_fed_arbitrary_bytes_never_raise(
+    tmp_path: Path, key: bytes | None, value: bytes | None, decoder: RecordDecoder, as_json: bool, skip: bool
+) -> None:
+    log = write_log(tmp_path / f"{SEGMENT}.log", build_batch([SimpleRecord(value, key, 1)], base_offset=0))
+    options = DumpOptions(as_json=as_json, decoder=decoder, skip_record_metadata=skip)
+    lines = list(dump_files([log], options))
+    # One record line, or one error naming the file and the batch position (Kafka's parser would throw).
+    record = [line for line in lines if not line.stderr and not line.problem][-1]
+    errors = [line for line in lines if line.stderr]
+    if errors:
+        assert errors == [lines[-1]]
+        assert str(lines[-1].content).startswith(f"{log}: position 0: {decoder.value} decoder, record at offset 0: ")
+    elif as_json:
+        assert isinstance(record.content, dict) and record.content["type"] == "record"
+    else:
+        assert isinstance(record.content, str) and not record.content.startswith("baseOffset")
