@@ -12,13 +12,23 @@ file, on stderr. Unlike Kafka, corrupt input never stops the run: the error is r
 position, the dump goes on with the next batch or file, and the line carries ``problem=True`` so a caller can
 fail at the end. Deliberate differences from Kafka: reports list pairs in file order (Kafka's come out reversed
 and in hash order across files); an index whose ``.log`` is missing still has its entries printed; a position
-in an offset index that holds no complete batch is reported as a mismatch with log offset -1 instead of a crash.
+in an offset index that holds no complete batch is reported as a mismatch with log offset -1 instead of a crash
+(one holding a batch above ``max_message_size`` is an error); a record a decoder cannot parse where Kafka's parser
+throws is an error naming the batch and record offset; ``index_sanity_only`` also fails an index shorter than
+one entry, which Kafka's tool calls empty.
+
+:class:`DumpOptions` carries kafka-dump-log's options: the decoders (``segments.record_decoders``, Kafka's
+``MessageParser`` strings), ``skip_record_metadata``, ``max_bytes``, ``index_sanity_only``,
+``verify_index_only``, ``max_message_size``. KRaft control records are read by the schema engine
+(``segments.kafka_messages``) and printed as Kafka's JSON converters write them.
 
 With ``as_json`` every stdout line is one dict with a ``type``: ``file`` (``path``, ``kind`` and what the name
 carries), ``batch`` (:func:`segments.describe.batch_summary` + ``isValid``), ``record``
 (:func:`segments.describe.record_summary` + ``keySize``, ``valueSize``, ``headerKeys``; ``key``, ``value`` and
-``headers`` (base64) only with ``print_data_log``; ``isValid`` for magic 0/1; ``controlData`` for KRaft control
-records), ``indexEntry``, ``timeIndexEntry``, ``abortedTxn``, ``producerSnapshotEntry``,
+``headers`` (base64) only with ``print_data_log`` or a decoder; ``decodedKey`` and ``decodedPayload`` with a
+decoder, Kafka's JSON as JSON values and text formats as strings; ``isValid`` for magic 0/1; ``controlData`` for
+KRaft control records; only ``type``, ``offset`` and those data fields under ``skip_record_metadata``),
+``indexEntry``, ``timeIndexEntry``, ``sanityCheckPassed``, ``abortedTxn``, ``producerSnapshotEntry``,
 ``offsetCheckpointEntry``, ``leaderEpochEntry``, ``partitionMetadata``, ``metaProperties``, ``cleanShutdown``,
 ``invalidBytes``, ``error`` (also written as text on stderr) and the final reports ``indexMismatch``,
 ``timeIndexMismatch``, ``timeIndexOutOfOrder``, ``timeIndexOffsetNotFound``, ``nonConsecutiveOffsets``.
@@ -79,17 +89,12 @@ MAX_BYTES_UNLIMITED = _INT32_MAX
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 """Kafka's ``--max-message-size`` default."""
 
-_KRAFT_CONTROL_LABELS = {
-    ControlRecordType.SNAPSHOT_HEADER: "SnapshotHeader",
-    ControlRecordType.SNAPSHOT_FOOTER: "SnapshotFooter",
-    ControlRecordType.KRAFT_VERSION: "KRaftVersion",
-    ControlRecordType.KRAFT_VOTERS: "KRaftVoters",
-}
-_KRAFT_CONTROL_SCHEMAS = {
-    ControlRecordType.SNAPSHOT_HEADER: kafka_schemas.SNAPSHOT_HEADER_RECORD,
-    ControlRecordType.SNAPSHOT_FOOTER: kafka_schemas.SNAPSHOT_FOOTER_RECORD,
-    ControlRecordType.KRAFT_VERSION: kafka_schemas.KRAFT_VERSION_RECORD,
-    ControlRecordType.KRAFT_VOTERS: kafka_schemas.VOTERS_RECORD,
+# KRaft control records Kafka's tool prints as "<label> <JSON>", and their schemas.
+_KRAFT_CONTROL = {
+    ControlRecordType.SNAPSHOT_HEADER: ("SnapshotHeader", kafka_schemas.SNAPSHOT_HEADER_RECORD),
+    ControlRecordType.SNAPSHOT_FOOTER: ("SnapshotFooter", kafka_schemas.SNAPSHOT_FOOTER_RECORD),
+    ControlRecordType.KRAFT_VERSION: ("KRaftVersion", kafka_schemas.KRAFT_VERSION_RECORD),
+    ControlRecordType.KRAFT_VOTERS: ("KRaftVoters", kafka_schemas.VOTERS_RECORD),
 }
 
 # Kinds whose file name starts with the segment base offset.
@@ -198,9 +203,9 @@ def kraft_control_json(kind: ControlRecordType, value: bytes | None) -> dict[str
     carries in its ``version`` field. Raises :class:`CorruptRecordError` for a value that does not decode (its
     byte position inside the value in the message), and ``ValueError`` for another control type.
     """
-    schema = _KRAFT_CONTROL_SCHEMAS.get(kind)
-    if schema is None:
+    if kind not in _KRAFT_CONTROL:
         raise ValueError(f"{kind.name} is not a KRaft control record with a JSON form")
+    schema = _KRAFT_CONTROL[kind][1]
     try:
         message, _ = read_message(schema, 0, b"" if value is None else value)
     except MessageFormatError as err:
@@ -562,7 +567,7 @@ class _Dumper:
             out["isValid"] = _legacy_record_valid(found, batch_valid)
         if summary["controlType"] is not None:
             kind = ControlRecordType[summary["controlType"]]
-            if kind in _KRAFT_CONTROL_LABELS:
+            if kind in _KRAFT_CONTROL:
                 out["controlData"] = kraft_control_json(kind, record.value)
         elif self._opts.decoder is not None:
             key, payload = self._parse(record)
@@ -859,9 +864,8 @@ def _control_text(record: Record) -> str:
     kind, coordinator_epoch = control_info(record)
     if coordinator_epoch is not None:
         return f"endTxnMarker: {kind.name} coordinatorEpoch: {coordinator_epoch}"
-    label = _KRAFT_CONTROL_LABELS.get(kind)
-    if label is not None:
-        return f"{label} {json_text(kraft_control_json(kind, record.value))}"
+    if kind in _KRAFT_CONTROL:
+        return f"{_KRAFT_CONTROL[kind][0]} {json_text(kraft_control_json(kind, record.value))}"
     assert record.key is not None  # control_info rejected a missing key
     (type_id,) = struct.unpack_from(">h", record.key, 2)
     return f"controlType: {kind.name}({type_id})"
