@@ -221,7 +221,9 @@ def dump(
             raise UsageRefused(message)
     chosen = [flag for name, flag in _DECODER_FLAGS.items() if decoder_flags[name]]
     if len(chosen) > 1:
-        raise UsageRefused(f"{' and '.join(flag for flag, _ in chosen)} exclude each other: choose one decoder")
+        raise UsageRefused(
+            f"{' and '.join(flag for flag, _ in chosen)} exclude each other: choose one decoder"
+        )
     decoder_class = _decoder_class(key_decoder_class, "--key-decoder-class")
     decoder_class = _decoder_class(value_decoder_class, "--value-decoder-class") or decoder_class
     options = DumpOptions(

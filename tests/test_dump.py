@@ -272,7 +272,9 @@ def test_kraft_control_json_voters_and_version_regression_voter_uuid_field_name(
     }
     with pytest.raises(CorruptRecordError):
         kraft_control_json(ControlRecordType.SNAPSHOT_HEADER, b"\x00\x00\x00")
-    with pytest.raises(CorruptRecordError, match=r"VotersRecord\.voters: null where the field is not nullable \(byte 2\)"):
+    with pytest.raises(
+        CorruptRecordError, match=r"VotersRecord\.voters: null where the field is not nullable \(byte 2\)"
+    ):
         kraft_control_json(ControlRecordType.KRAFT_VOTERS, b"\x00\x00\x00")
 
 

@@ -7,6 +7,8 @@ import os
 import re
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -180,7 +182,9 @@ def test_without_print_options_records_carry_no_data(tmp_path: Path) -> None:
 def test_skip_record_metadata_prints_kafkas_key_and_payload_part(tmp_path: Path) -> None:
     log = write_log(
         tmp_path / f"{SEGMENT}.log",
-        build_batch([SimpleRecord(b"v0", b"k0", 1), SimpleRecord(b"v1", None, 2), SimpleRecord(None, b"k2", 3)]),
+        build_batch(
+            [SimpleRecord(b"v0", b"k0", 1), SimpleRecord(b"v1", None, 2), SimpleRecord(None, b"k2", 3)]
+        ),
         build_end_txn_marker(
             offset=3,
             timestamp=4,
@@ -238,7 +242,9 @@ def test_max_bytes_reads_only_whole_batches_like_kafka() -> None:
 
 
 def test_max_bytes_applies_to_kraft_snapshots() -> None:
-    snapshot = require_fixtures(KRAFT_37 / "__cluster_metadata-0" / "00000000000000007364-0000000001.checkpoint")
+    snapshot = require_fixtures(
+        KRAFT_37 / "__cluster_metadata-0" / "00000000000000007364-0000000001.checkpoint"
+    )
     sizes = batch_sizes(run("--files", snapshot))
     assert len(sizes) > 1
     assert batch_sizes(run("--max-bytes", str(sizes[0]), "--files", snapshot)) == sizes[:1]
@@ -250,7 +256,9 @@ def test_max_bytes_silences_trailing_invalid_bytes_as_kafka_does(tmp_path: Path)
     log.write_bytes(data[:-5])
     full = run("--files", log)
     assert full.exit_code == 1
-    assert out_lines(full)[-1] == f"Found {len(data) - 5 - positions[2]} invalid bytes at the end of {log.name}"
+    assert (
+        out_lines(full)[-1] == f"Found {len(data) - 5 - positions[2]} invalid bytes at the end of {log.name}"
+    )
     # Kafka reports trailing bytes only when --max-bytes is its default, Int.MaxValue.
     assert out_lines(run("--max-bytes", str(2**31 - 1), "--files", log)) == out_lines(full)
     limited = run("--max-bytes", str(len(data)), "--files", log)
@@ -305,7 +313,9 @@ def test_index_sanity_failures_name_file_and_position(tmp_path: Path) -> None:
         f"{index}: position 40: file length 43 is not a multiple of the 8-byte entry size",
         f"{timeindex}: position 60: last timestamp 1 is less than the first timestamp 1779276005670",
     ]
-    errors = [o for o in json_lines(run("--json", "--index-sanity-check", index, timeindex)) if o["type"] == "error"]
+    errors = [
+        o for o in json_lines(run("--json", "--index-sanity-check", index, timeindex)) if o["type"] == "error"
+    ]
     assert [(o["file"], o["position"]) for o in errors] == [(str(index), 40), (str(timeindex), 60)]
 
 
@@ -315,7 +325,9 @@ def test_index_sanity_check_fails_an_index_shorter_than_one_entry(tmp_path: Path
     index.write_bytes(b"\x00" * 5)
     result = run("--index-sanity-check", index)
     assert result.exit_code == 1
-    assert err_lines(result) == [f"{index}: position 0: file length 5 is not a multiple of the 8-byte entry size"]
+    assert err_lines(result) == [
+        f"{index}: position 0: file length 5 is not a multiple of the 8-byte entry size"
+    ]
     # Without the option the dump stays Kafka's.
     assert out_lines(run(index))[1:] == [f"{index} is empty."]
 
@@ -386,7 +398,10 @@ def test_library_defaults_are_kafkas() -> None:
     assert (options.max_bytes, options.max_message_size) == (2**31 - 1, 5 * 1024 * 1024)
     assert not options.deep and not options.print_data
     lines = list(dump_files([segment_file(OFFSETS_15, ".log")], DumpOptions(max_bytes=0)))
-    assert [line.content for line in lines] == [f"Dumping {segment_file(OFFSETS_15, '.log')}", "Log starting offset: 0"]
+    assert [line.content for line in lines] == [
+        f"Dumping {segment_file(OFFSETS_15, '.log')}",
+        "Log starting offset: 0",
+    ]
 
 
 # -- decoders ------------------------------------------------------------------------------------------------
@@ -414,11 +429,17 @@ def record_lines(result: Result) -> list[str]:
     return [line for line in out_lines(result) if line.startswith("| ")]
 
 
-def offsets_record(key_type: int, key: dict[str, object], value_version: int, value: dict[str, object] | None) -> SimpleRecord:
+def offsets_record(
+    key_type: int, key: dict[str, object], value_version: int, value: dict[str, object] | None
+) -> SimpleRecord:
     """A __consumer_offsets record as GroupCoordinatorRecordSerde writes it: int16 type/version + message."""
     key_schema, value_schema = GROUP_COORDINATOR_RECORDS[key_type]
     key_bytes = struct.pack(">h", key_type) + write_message(key_schema, key_type, key)
-    value_bytes = None if value is None else struct.pack(">h", value_version) + write_message(value_schema, value_version, value)
+    value_bytes = (
+        None
+        if value is None
+        else struct.pack(">h", value_version) + write_message(value_schema, value_version, value)
+    )
     return SimpleRecord(value_bytes, key_bytes, 1)
 
 
@@ -435,16 +456,25 @@ def test_offsets_decoder_on_a_real_consumer_offsets_segment() -> None:
         '"generation":0,"protocol":null,"leader":null,"currentStateTimestamp":1779275922616,"members":[]}}'
     )
     # A consumer group's embedded subscription and assignment are decoded as Kafka's parser does.
-    assert '"assignment":{"assignedPartitions":[{"topic":"demo-topic","partitions":[0,1,2]}],"userData":null}' in lines[1]
+    assert (
+        '"assignment":{"assignedPartitions":[{"topic":"demo-topic","partitions":[0,1,2]}],"userData":null}'
+        in lines[1]
+    )
     assert lines[2].endswith(
         'key: {"type":"1","data":{"group":"demo-group","topic":"demo-topic","partition":2}} '
         'payload: {"version":"4","data":{"offset":0,"leaderEpoch":-1,"metadata":"","commitTimestamp":1779275930663}}'
     )
 
 
-@pytest.mark.parametrize("log", INTERNAL_SEGMENTS, ids=lambda p: f"{p.parent.parent.parent.name}/{p.parent.name}")
+@pytest.mark.parametrize(
+    "log", INTERNAL_SEGMENTS, ids=lambda p: f"{p.parent.parent.parent.name}/{p.parent.name}"
+)
 def test_every_real_internal_topic_record_decodes(log: Path) -> None:
-    option = "--offsets-decoder" if log.parent.name.startswith("__consumer_offsets") else "--transaction-log-decoder"
+    option = (
+        "--offsets-decoder"
+        if log.parent.name.startswith("__consumer_offsets")
+        else "--transaction-log-decoder"
+    )
     result = run(option, "--skip-record-metadata", "--files", log)
     assert (result.exit_code, result.stderr) == (0, ""), result.output
     for line in out_lines(result)[2:]:
@@ -490,7 +520,9 @@ def test_offsets_decoder_on_a_record_without_key_reports_file_and_position(tmp_p
     """Kafka's parser throws (the tool dies); here the record is reported and the dump goes on."""
     first = build_batch([SimpleRecord(b"x", None, 1)], base_offset=0)
     log = write_log(
-        tmp_path / f"{SEGMENT}.log", first, build_batch([offsets_record(3, {"groupId": "g"}, 0, {"epoch": 1})], base_offset=1)
+        tmp_path / f"{SEGMENT}.log",
+        first,
+        build_batch([offsets_record(3, {"groupId": "g"}, 0, {"epoch": 1})], base_offset=1),
     )
     result = run("--offsets-decoder", log)
     assert result.exit_code == 1
@@ -498,7 +530,9 @@ def test_offsets_decoder_on_a_record_without_key_reports_file_and_position(tmp_p
         f"{log}: position 0: offsets decoder, record at offset 0: Failed to decode message at offset 0 using offset "
         "topic decoder (message had a missing key)"
     ]
-    assert record_lines(result) and record_lines(result)[-1].endswith('payload: {"version":"0","data":{"epoch":1}}')
+    assert record_lines(result) and record_lines(result)[-1].endswith(
+        'payload: {"version":"0","data":{"epoch":1}}'
+    )
 
 
 def test_transaction_log_decoder_on_the_real_transaction_state() -> None:
@@ -515,14 +549,18 @@ def test_transaction_log_decoder_on_the_real_transaction_state() -> None:
         prefix + "state=CompleteCommit,partitions=[],txnLastUpdateTimestamp=1728561475551,txnTimeoutMs=60000",
     ]
     # Text formats stay JSON strings.
-    first = next(o for o in json_lines(run("--json", "--transaction-log-decoder", log)) if o["type"] == "record")
+    first = next(
+        o for o in json_lines(run("--json", "--transaction-log-decoder", log)) if o["type"] == "record"
+    )
     assert first["decodedKey"] == "transaction_metadata::transactionalId=default_"
     assert first["decodedPayload"].startswith("producerId:0,producerEpoch:0,state=Empty,")
 
 
 def test_transaction_log_decoder_on_an_undecodable_value_reports_it(tmp_path: Path) -> None:
     key = struct.pack(">hh", 0, 1) + b"t"
-    log = write_log(tmp_path / f"{SEGMENT}.log", build_batch([SimpleRecord(b"\x00\x01\xff", key, 1)], base_offset=0))
+    log = write_log(
+        tmp_path / f"{SEGMENT}.log", build_batch([SimpleRecord(b"\x00\x01\xff", key, 1)], base_offset=0)
+    )
     result = run("--transaction-log-decoder", log)
     assert result.exit_code == 1
     [error] = err_lines(result)
@@ -536,13 +574,17 @@ def test_cluster_metadata_decoder_on_every_real_metadata_file(path: Path) -> Non
     for line in record_lines(result):
         payload = line.partition(" headerKeys: [] ")[2]
         # Metadata records have no key; control records print their own data and no payload.
-        assert payload.startswith(('payload: {"type":"', "SnapshotHeader {", "SnapshotFooter {", "controlType: ")), line
+        assert payload.startswith(
+            ('payload: {"type":"', "SnapshotHeader {", "SnapshotFooter {", "controlType: ")
+        ), line
         assert "skipping" not in line, line
 
 
 def test_cluster_metadata_decoder_snapshot_like_kafkas_test() -> None:
     """DumpLogSegmentsTest.testDumpMetadataSnapshot: with --skip-record-metadata the control records vanish."""
-    snapshot = require_fixtures(KRAFT_37 / "__cluster_metadata-0" / "00000000000000007364-0000000001.checkpoint")
+    snapshot = require_fixtures(
+        KRAFT_37 / "__cluster_metadata-0" / "00000000000000007364-0000000001.checkpoint"
+    )
     output = run("--cluster-metadata-decoder", "--files", snapshot).stdout
     assert "Snapshot end offset: 7364, epoch: 1" in output
     assert "TOPIC_RECORD" in output and "REGISTER_BROKER_RECORD" in output
@@ -550,14 +592,19 @@ def test_cluster_metadata_decoder_snapshot_like_kafkas_test() -> None:
     lines = out_lines(run("--cluster-metadata-decoder", "--skip-record-metadata", "--files", snapshot))
     assert "SnapshotHeader" not in "\n".join(lines)
     assert lines[3] == ""  # the header record
-    assert lines[5] == ' payload: {"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":19}}'
+    assert (
+        lines[5]
+        == ' payload: {"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":19}}'
+    )
     assert lines[-1] == ""  # the footer record
 
 
 def test_cluster_metadata_decoder_skips_a_bogus_record_like_kafka(tmp_path: Path) -> None:
     """DumpLogSegmentsTest.testDumpMetadataRecords: a value that is no metadata record prints Kafka's
     "Error at <offset>, skipping." payload and the dump goes on (exit 0, as Kafka)."""
-    snapshot = require_fixtures(KRAFT_37 / "__cluster_metadata-0" / "00000000000000007364-0000000001.checkpoint")
+    snapshot = require_fixtures(
+        KRAFT_37 / "__cluster_metadata-0" / "00000000000000007364-0000000001.checkpoint"
+    )
     bogus = bytes([0x90, 0x4E, 0x90, 0x4E])  # unsigned varints 10000, 10000
     log = write_log(tmp_path / f"{SEGMENT}.log", build_batch([SimpleRecord(bogus, None, 1)], base_offset=0))
     lines = out_lines(run("--cluster-metadata-decoder", "--skip-record-metadata", log, snapshot))
@@ -587,8 +634,37 @@ def test_decoders_fed_arbitrary_bytes_never_raise(
     errors = [line for line in lines if line.stderr]
     if errors:
         assert errors == [lines[-1]]
-        assert str(lines[-1].content).startswith(f"{log}: position 0: {decoder.value} decoder, record at offset 0: ")
+        assert str(lines[-1].content).startswith(
+            f"{log}: position 0: {decoder.value} decoder, record at offset 0: "
+        )
     elif as_json:
         assert isinstance(record.content, dict) and record.content["type"] == "record"
     else:
         assert isinstance(record.content, str) and not record.content.startswith("baseOffset")
+
+
+def test_closed_stdout_with_a_decoder_exits_quietly() -> None:
+    """`logmgr dump --offsets-decoder --files ... | head -1`: the reader goes away, the dump stops with exit 1
+    and no traceback."""
+    log = segment_file(OFFSETS_15, ".log")
+    repo = Path(__file__).resolve().parent.parent
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from cli.main import main; main()",
+            "dump",
+            "--offsets-decoder",
+            "--files",
+            ",".join([str(log)] * 40),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.readline() == f"Dumping {log}\n".encode()
+    child.stdout.close()
+    stderr = child.stderr.read()
+    assert child.wait() == 1
+    assert b"Traceback" not in stderr
