@@ -27,7 +27,7 @@ _EXIT_USAGE = 2
 STRING_DECODER = "org.apache.kafka.tools.api.StringDecoder"
 """Kafka's default ``--key-decoder-class``/``--value-decoder-class``: UTF-8 text, malformed bytes replaced."""
 _STRING_DECODERS = (STRING_DECODER, "kafka.serializer.StringDecoder")
-"""The string decoder's current name and the one Kafka's tool used before 3.7; both are the same decoder."""
+"""The string decoder's name since Kafka 3.8 and the one before (still accepted until 4.0): one decoder."""
 
 _DECODER_FLAGS = {
     "offsets_decoder": ("--offsets-decoder", RecordDecoder.OFFSETS),
@@ -66,10 +66,10 @@ def _decoder_class(value: str | None, option: str) -> bool:
     return True
 
 
-def _files(file_lists: tuple[str, ...], files: tuple[Path, ...]) -> list[Path]:
-    """``--files`` values in the order given, each split at commas as Kafka does (empty names dropped), then
-    the positional FILES. O(total length)."""
-    paths = [Path(name) for value in file_lists for name in value.split(",") if name]
+def _files(file_lists: tuple[str, ...], files: tuple[Path, ...]) -> list[str | Path]:
+    """``--files`` values in the order given, each split at commas as Kafka does (empty names dropped; names
+    kept as typed, so "Dumping ./x.log" reads as Kafka's), then the positional FILES. O(total length)."""
+    paths: list[str | Path] = [name for value in file_lists for name in value.split(",") if name]
     paths.extend(files)
     if not paths:
         raise UsageRefused("no file to dump: give FILES or --files FILE1,FILE2,...")

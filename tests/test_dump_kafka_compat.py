@@ -668,3 +668,13 @@ def test_closed_stdout_with_a_decoder_exits_quietly() -> None:
     stderr = child.stderr.read()
     assert child.wait() == 1
     assert b"Traceback" not in stderr
+
+
+def test_files_option_names_are_printed_as_typed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Java's File keeps a leading "./" in "Dumping ./x.index"."""
+    (tmp_path / f"{SEGMENT}.index").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    assert out_lines(run("--files", f"./{SEGMENT}.index")) == [
+        f"Dumping ./{SEGMENT}.index",
+        f"./{SEGMENT}.index is empty.",
+    ]
