@@ -275,9 +275,10 @@ class _Reader:
         err.java_message = java_message
         return err
 
-    def take(self, size: int, *, java_message: str | None = None) -> bytes:
+    def take(self, size: int, *, java_message: str | None = None, start: int | None = None) -> bytes:
+        """``size`` bytes; a shortfall is reported at ``start`` (the field's first byte) when given."""
         if size > self.remaining():
-            raise self.fail(f"needs {size} bytes, only {self.remaining()} left", java_message)
+            raise self.fail(f"needs {size} bytes, only {self.remaining()} left", java_message, start)
         chunk = bytes(self._data[self._pos : self._pos + size])
         self._pos += size
         return chunk
@@ -288,14 +289,14 @@ class _Reader:
         (value,) = codec.unpack(self.take(codec.size))
         return value
 
-    def byte_array(self, size: int) -> bytes:
+    def byte_array(self, size: int, start: int | None = None) -> bytes:
         """``ByteBufferAccessor.readArray``: the length is checked against what is left first."""
         if size < 0:
             # new byte[negative] in Java: NegativeArraySizeException with the size as its message.
-            raise self.fail(f"negative length {size}", str(size))
+            raise self.fail(f"negative length {size}", str(size), start)
         left = self.remaining()
         return self.take(
-            size, java_message=f"Error reading byte array of {size} byte(s): only {left} byte(s) available"
+            size, java_message=f"Error reading byte array of {size} byte(s): only {left} byte(s) available", start=start
         )
 
     def unsigned_varint(self) -> int:
@@ -445,7 +446,7 @@ class _MessageReader:
                     start,
                 )
             # Java's new String(bytes, UTF_8) replaces malformed input, as errors="replace" does.
-            return r.byte_array(length).decode("utf-8", errors="replace")
+            return r.byte_array(length, start).decode("utf-8", errors="replace")
         if spec.zero_copy or kind == "records":
             if length > r.remaining():
                 # ByteBuffer.limit() past the capacity of the slice.
@@ -455,7 +456,7 @@ class _MessageReader:
                     start,
                 )
             return r.take(length)
-        return r.byte_array(length)
+        return r.byte_array(length, start)
 
 
 def read_message(
