@@ -145,8 +145,8 @@ def _files(file_lists: tuple[str, ...], files: tuple[Path, ...]) -> list[str | P
     default=MAX_BYTES_UNLIMITED,
     show_default=True,
     metavar="SIZE",
-    help="Read only the batches wholly inside the first SIZE bytes of each .log (and snapshot); invalid bytes "
-    "at the end are then not reported.",
+    help="Read only the batches wholly inside the first SIZE bytes of each .log (and snapshot); below the "
+    "default, invalid bytes at the end are not reported (Kafka's rule).",
 )
 @click.option(
     "--max-message-size",
