@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from logmgr.offline.recovery import plan_recovery
 
 from cli.common import one_line_errors
 from cli.config_options import ConfigOptions, build_resolver, topic_config_options
@@ -22,6 +21,7 @@ from cli.plan_output import echo_plan, run_plan
 from logmgr.config import BrokerConfig, load_server_properties
 from logmgr.offline.cleanup import DiskUsage, plan_cleanup
 from logmgr.offline.plan import LogDirPlan
+from logmgr.offline.recovery import plan_recovery
 from logmgr.offline.scan import require_log_dir, scan_log_dir
 
 # Jobs of a one-shot command must never fire on their own while it runs.
@@ -82,11 +82,11 @@ def cleanup(
         logmgr cleanup /var/lib/kafka/data --config /etc/kafka/server.properties --topic-config _schemas:cleanup.policy=compact
     """
     require_log_dir(logdir)
-    overrides: dict[str, str] = {}
+    overrides: dict[str, tuple[str, str]] = {}
     if retention_ms is not None:
-        overrides["log.retention.ms"] = str(retention_ms)
+        overrides["log.retention.ms"] = (str(retention_ms), f"--retention-ms {retention_ms}")
     if retention_bytes is not None:
-        overrides["log.retention.bytes"] = str(retention_bytes)
+        overrides["log.retention.bytes"] = (str(retention_bytes), f"--retention-bytes {retention_bytes}")
     resolver = build_resolver([logdir], config_options, broker_flags=overrides)
     broker = resolver.broker()
     now = int(time.time() * 1000)

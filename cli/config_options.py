@@ -16,14 +16,14 @@ the :class:`~logmgr.topic_configs.TopicConfigResolver` of its log dirs with :fun
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from logmgr.topic_configs import TopicConfigResolver, load_resolver
+from logmgr.topic_configs import ConfigSource, TopicConfigResolver, load_resolver
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -82,13 +82,19 @@ def topic_config_options(func: F) -> F:
     return decorated  # type: ignore[return-value]
 
 
-def build_resolver(log_dirs: Sequence[Path], options: ConfigOptions) -> TopicConfigResolver:
+def build_resolver(
+    log_dirs: Sequence[Path], options: ConfigOptions, *, broker_flags: Mapping[str, tuple[str, str]] | None = None
+) -> TopicConfigResolver:
     """The resolver of ``log_dirs`` under ``options`` (:func:`~logmgr.topic_configs.load_resolver`): reads
     server.properties, the topic-configs files, each dir's meta.properties and ``__cluster_metadata``, writes
-    nothing. Raises ``ConfigError`` for a bad flag, line or value. O(files read)."""
+    nothing. ``broker_flags`` maps broker keys to ``(value, the flag that set it)``: a command's own options, above
+    every other broker-level layer. Raises ``ConfigError`` for a bad flag, line or value. O(files read)."""
     return load_resolver(
         log_dirs,
         server_properties=options.config_file,
         topic_config_flags=options.topic_config,
         topic_configs_files=options.topic_configs,
+        broker_flags={
+            key: (value, ConfigSource("flag", flag)) for key, (value, flag) in (broker_flags or {}).items()
+        },
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
@@ -15,8 +16,8 @@ from typing import Any
 
 import click
 
-from cli.cleanup_cmd import INTERNAL_TOPIC_OVERRIDES, broker_config
 from cli.common import one_line_errors, refuse_links
+from cli.config_options import ConfigOptions, build_resolver, topic_config_options
 from logmgr.log_manager import CleanupReport, LogManager
 from logmgr.scheduler import ApsScheduler
 from logmgr.segment_deleter import DeletionRun
@@ -194,23 +195,20 @@ def start_status_server(manager: LogManager, totals: JobTotals, port: int) -> Th
 
 @click.command()
 @click.argument("logdirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A broker server.properties: job intervals, retention and flush settings (log.dirs is ignored).",
-)
+@topic_config_options
 @click.option(
     "--status-port",
     type=click.IntRange(min=0, max=65535),
     help="Serve GET /status (JSON) and GET /metrics (Prometheus) on 127.0.0.1 at this port (0: any free port).",
 )
 @one_line_errors
-def serve(logdirs: tuple[Path, ...], config_file: Path | None, status_port: int | None) -> None:
+def serve(logdirs: tuple[Path, ...], config_options: ConfigOptions, status_port: int | None) -> None:
     """Run a LogManager over LOGDIR... with every scheduled job (retention, flusher, checkpoints, segment
     deletion, producer expiration) in the foreground, logging each job run on stderr. SIGINT or SIGTERM stops
     it cleanly: jobs finish, logs are flushed, checkpoints and the clean-shutdown marker are written. Takes each
-    dir's .lock (exit 3 when a broker holds one).
+    dir's .lock (exit 3 when a broker holds one). Topic configs come from the dirs' KRaft metadata, --config
+    (server.properties: also job intervals, retention and flush settings; log.dirs is ignored) and
+    --topic-config/--topic-configs (see `logmgr configs`).
 
     \b
     Example:
@@ -227,9 +225,10 @@ def serve(logdirs: tuple[Path, ...], config_file: Path | None, status_port: int 
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     totals = JobTotals()
+    resolver = build_resolver([d for d in logdirs if d.is_dir()], config_options)
     manager = LogManager(
-        broker_config(logdirs, config_file),
-        topic_overrides=INTERNAL_TOPIC_OVERRIDES,
+        dataclasses.replace(resolver.broker(), log_dirs=tuple(str(d) for d in logdirs)),
+        topic_overrides=resolver.topic_overrides(),
         scheduler=LoggingScheduler(totals),
     )
     server: ThreadingHTTPServer | None = None

@@ -265,6 +265,7 @@ class TopicConfigResolver:
         dir_topics: Iterable[str] = (),
         settings: Sequence[TopicConfigSetting] = (),
         warnings: Sequence[str] = (),
+        broker_flags: SourcedProperties | None = None,
     ) -> None:
         self._metadata = metadata
         self._dir_topics = frozenset(dir_topics)
@@ -291,6 +292,8 @@ class TopicConfigResolver:
                         merged[key] = (entry.value, ConfigSource("metadata", where))
                     else:
                         self._broker_ignored[key] = entry.value
+        # A command's own flags (cleanup --retention-ms) are what the operator asked for this run: above all.
+        merged.update(broker_flags or {})
         props = {key: value for key, (value, _) in merged.items()}
         try:
             self._broker = BrokerConfig.from_properties(props)
@@ -415,8 +418,12 @@ def load_resolver(
     server_properties: Path | None,
     topic_config_flags: Sequence[str],
     topic_configs_files: Sequence[Path],
+    broker_flags: SourcedProperties | None = None,
 ) -> TopicConfigResolver:
     """Read every layer for ``log_dirs`` and build their :class:`TopicConfigResolver`. Reads only. O(files read).
+
+    ``broker_flags`` are broker settings a command's own options set (``cleanup --retention-ms``): they override
+    every other broker-level layer.
 
     The metadata is the ``__cluster_metadata-0`` found in the dirs (the one reaching furthest if several hold
     one); the node id is the dirs' ``meta.properties`` one (:class:`ConfigError` if they disagree). Raises
@@ -460,4 +467,5 @@ def load_resolver(
         dir_topics=topics,
         settings=settings,
         warnings=warnings,
+        broker_flags=broker_flags,
     )

@@ -102,7 +102,6 @@ def plan_cleanup(
             partition_notes[tp] = ["no .log file: nothing to delete (a broker creates an empty segment on load)"]
             continue
         if config.compact and not config.delete:
-            partition_notes[tp] = ["cleanup.policy=compact: left to the log cleaner, never deleted by retention"]
             continue
         snapshots[tp] = partition.retention_snapshot()
         settings[tp] = RetentionSettings(config.retention_ms, config.retention_bytes, config.delete)
@@ -149,10 +148,7 @@ def plan_cleanup(
                     f"--topic-config {tp.topic}:cleanup.policy=compact"
                 )
         partitions.append(PartitionPlan(partition.name, tuple(actions), tuple(partition_notes.get(tp, ()))))
-    topic_notes = [
-        f"topic {topic}: " + ", ".join(_setting(configs[topic], key) for key in RETENTION_KEYS)
-        for topic in sorted(configs)
-    ]
+    topic_notes = [_topic_note(configs[topic]) for topic in sorted(configs)]
     return LogDirPlan(
         "cleanup",
         view.path,
@@ -161,6 +157,16 @@ def plan_cleanup(
         tuple(warnings),
         (*notes, *topic_notes),
     )
+
+
+def _topic_note(effective: EffectiveTopicConfig) -> str:
+    config = effective.config
+    if config.compact and not config.delete:
+        return (
+            f"topic {effective.topic}: {_setting(effective, 'cleanup.policy')}: left to the log cleaner, "
+            "never deleted by retention"
+        )
+    return f"topic {effective.topic}: " + ", ".join(_setting(effective, key) for key in RETENTION_KEYS)
 
 
 def _setting(effective: EffectiveTopicConfig, key: str) -> str:

@@ -266,8 +266,11 @@ def _scan_segment(
     try:
         log_size = segment.size
         for finding in [*segment.offset_index.check(log_size), *segment.time_index.check()]:
-            if is_last and finding.message.startswith(UNTRIMMED_INDEX):
-                continue  # the active segment of a running or crashed broker keeps its index preallocated
+            # The active segment of a running or crashed broker keeps its indexes preallocated (zero-filled), and
+            # the first zero slot of an empty one reads as the entry (base, 0), which no 0-byte log can hold.
+            zero_fill = finding.message.startswith(UNTRIMMED_INDEX) or (log_size == 0 and finding.position == 0)
+            if is_last and zero_fill:
+                continue
             raise finding
         if whole:
             next_offset, largest, invalid = _walk_whole(segment, following)
