@@ -8,11 +8,12 @@ another process (a running broker or another logmgr), 130 interrupted (SIGINT), 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import select
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -72,25 +73,41 @@ class LogmgrGroup(click.Group):
     on stderr and exits 130, never a traceback nor click's ``Aborted!`` with exit 1 (which means "problems
     found" here). A stdout closed by its reader (``logmgr read ... | head -1``) ends the command quietly with
     exit 141: nothing on stderr, the unread output dropped. Commands that hold a lock release it on the way out
-    (their ``with`` blocks unwind as for any exception).
+    (their ``with`` blocks unwind as for any exception). Both parsing (``--help``, ``--version`` print there)
+    and the command itself are covered.
     """
 
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        """Parse the group's options under :func:`process_exits`. O(args)."""
+        with process_exits():
+            return super().make_context(info_name, args, parent, **extra)
+
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command, then flush stdout so a closed pipe shows here and not in the interpreter's final
-        flush (which would print "Exception ignored"). O(1) beyond the command."""
-        try:
+        """Run the command under :func:`process_exits`, then flush stdout so a closed pipe shows here and not
+        in the interpreter's final flush (which would print "Exception ignored"). O(1) beyond the command."""
+        with process_exits():
             result = super().invoke(ctx)
             sys.stdout.flush()
             return result
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
-        except BrokenPipeError as err:
-            if not stdout_closed():
-                # A pipe of the command's own (a subprocess, a socket), not stdout: a real failure.
-                raise Failure(str(err)) from None
-            silence_stdout()
-            raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
+
+
+@contextlib.contextmanager
+def process_exits() -> Iterator[None]:
+    """Turn ``KeyboardInterrupt`` into "interrupted" and exit 130, and a ``BrokenPipeError`` of a closed stdout
+    into a quiet exit 141 (one of another pipe is an error: exit 1, one line). O(1)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+    except BrokenPipeError as err:
+        if not stdout_closed():
+            # A pipe of the command's own (a subprocess, a socket), not stdout: a real failure.
+            raise Failure(str(err)) from None
+        silence_stdout()
+        raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
 
 
 def stdout_closed() -> bool:

@@ -209,10 +209,7 @@ def read(
         # As a log load does: the log starts no lower than its first segment.
         log_start = max(checkpointed_start, segments[0].base_offset) if segments else checkpointed_start
         end = log_end_offset(segments, log_start)
-        if offset == "latest":
-            start = end
-        else:
-            start = max(offset if isinstance(offset, int) else 0, log_start)
+        start = end if offset == "latest" else max(offset if isinstance(offset, int) else 0, log_start)
         if start > end:
             raise OffsetOutOfRangeError(
                 f"{tp}: offset {start} is out of range (OffsetOutOfRange: the requested offset is not within the "
