@@ -218,7 +218,11 @@ def read(
         markers: dict[int, list[tuple[int, bool]]] = {}
         stable_end: int | None = None
         if read_committed:
-            markers, stable_end = transaction_outcomes(_walk(segments, start))
+            # From the log's first batch on disk, not from ``start``: a transaction opened before ``start`` and
+            # still open holds the last stable offset below it (Kafka's firstUnstableOffset, raised to the log
+            # start), so read_committed has nothing to give there.
+            markers, open_first = transaction_outcomes(_walk(segments, 0))
+            stable_end = None if open_first is None else max(open_first, log_start)
         for batch in _walk(segments, start):
             if max_records is not None and printed >= max_records:
                 break

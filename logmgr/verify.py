@@ -3,9 +3,9 @@
 :func:`verify_paths` walks every batch (CRC-checked and decoded, so record counts are real), every index (order,
 range, positions inside the ``.log``, agreement with the batches), every producer snapshot and every checkpoint or
 metadata file, and returns a :class:`VerifyReport` listing each problem with its file and byte position or line.
-A path holding no file Kafka writes is a problem too (so a typo'd or wrong path never verifies "OK"), and an index
-without its ``.log`` is a warning: Kafka's ``LogLoader`` deletes such orphans when it loads the log. Nothing is
-modified: files are opened read-only.
+A path holding no file Kafka writes is a problem too (so a wrong path never verifies "OK"), and an index without
+its ``.log`` is a warning: Kafka's ``LogLoader`` deletes such orphans when it loads the log. Nothing is modified:
+files are opened read-only.
 """
 
 from __future__ import annotations
@@ -126,8 +126,8 @@ def verify_paths(
 ) -> VerifyReport:
     """Verify each path (log dir, partition dir or file) and merge the results. O(total bytes).
 
-    Each path must hold Kafka data: a path where no file other than ``.lock`` and orphaned indexes was found (a
-    text file, an empty dir, a dir of unrelated files) is reported as a problem. ``progress`` is called with
+    Each path must hold Kafka data: a path where no file other than ``.lock`` was found (a text file, an empty
+    dir, a dir of unrelated files) is reported as a problem. ``progress`` is called with
     each file as it is verified (for progress bars).
     """
     report = VerifyReport()
@@ -136,11 +136,7 @@ def verify_paths(
         verifier = _Verifier(report, progress)
         verifier.verify(path)
         if path.exists() and not verifier.kafka_files:
-            if verifier.orphans:
-                error = ONLY_ORPHANED_INDEXES
-            else:
-                error = NO_KAFKA_FILE if path.is_file() else NO_KAFKA_DATA
-            report.problems.append(Problem(str(path), error))
+            report.problems.append(Problem(str(path), NO_KAFKA_FILE if path.is_file() else NO_KAFKA_DATA))
     return report
 
 
@@ -152,11 +148,8 @@ NO_KAFKA_FILE = (
     "not a Kafka data file (expected a segment .log, .index, .timeindex, .txnindex, producer .snapshot, KRaft "
     ".checkpoint or a checkpoint/metadata file such as recovery-point-offset-checkpoint)"
 )
-ONLY_ORPHANED_INDEXES = (
-    "holds no Kafka data: only index files without their .log, which Kafka deletes when it loads the log"
-)
 # The problems saying a path given to verify_paths is not Kafka data at all.
-NO_KAFKA_DATA_ERRORS = frozenset({NO_KAFKA_DATA, NO_KAFKA_FILE, ONLY_ORPHANED_INDEXES})
+NO_KAFKA_DATA_ERRORS = frozenset({NO_KAFKA_DATA, NO_KAFKA_FILE})
 ORPHANED_INDEX = "orphaned index: no {log} beside it (Kafka deletes it when it loads the log)"
 
 
@@ -164,9 +157,8 @@ class _Verifier:
     def __init__(self, report: VerifyReport, progress: Callable[[Path], None] | None) -> None:
         self.report = report
         self.progress = progress
-        # Files that show the path holds Kafka data (not the .lock, which logmgr itself may leave, nor orphans).
+        # Files that show the path holds Kafka data (not the .lock, which logmgr itself may leave).
         self.kafka_files = 0
-        self.orphans = 0
 
     def problem(self, err: StorageFormatError, default_file: Path) -> None:
         self.report.problems.append(Problem.from_error(err, default_file))
@@ -234,13 +226,11 @@ class _Verifier:
         self.report.files += 1
         self.report.bytes += path.stat().st_size
         if _is_index_file(name):
-            # Kafka's LogLoader checks the .log on disk, not among the verified ones: so does this.
+            # Kafka's LogLoader checks the .log on disk, not among the verified ones: so does this. The index is
+            # still checked on its own (a ``reindex --out`` dir holds only indexes).
             log = path.with_name(f"{offset_from_file_name(name):020d}{LOG_SUFFIX}")
             if not log.exists():
-                # Its content does not matter: Kafka deletes the file unread.
                 self.report.warnings.append(Problem(str(path), ORPHANED_INDEX.format(log=log.name)))
-                self.orphans += 1
-                return
         if name != LOCK_FILE:
             self.kafka_files += 1
         try:
