@@ -207,12 +207,16 @@ def info(log_dir: Path, as_json: bool) -> None:
         logmgr info /var/lib/kafka/data --json
     """
     report = log_dir_info(log_dir)
-    problems = report.problems()
     if as_json:
         click.echo(json.dumps(report.to_dict()))
-        if problems:
-            sys.exit(EXIT_PROBLEMS)
-        return
+    else:
+        _print_text(report)
+    if report.problems():
+        sys.exit(EXIT_PROBLEMS)
+
+
+def _print_text(report: LogDirInfo) -> None:
+    """The table, the totals line and one line per problem. O(partitions)."""
     header = ("PARTITION", "SEGS", "SIZE", "RECORDS", "START", "END", "RECOVERY", "HW", "OLDEST", "NEWEST", "PRODS")
     rows: list[tuple[str, ...]] = [header]
     for p in report.partitions:
@@ -233,7 +237,5 @@ def info(log_dir: Path, as_json: bool) -> None:
         "total: {partitions} partitions, {segments} segments, {size} bytes, {records} records; "
         "disk usage {diskUsage} bytes".format(**report.totals)
     )
-    for problem in problems:
+    for problem in report.problems():
         click.echo(f"{problem['topic']}-{problem['partition']}: {problem['error']}")
-    if problems:
-        sys.exit(EXIT_PROBLEMS)

@@ -127,8 +127,8 @@ def verify_paths(
     """Verify each path (log dir, partition dir or file) and merge the results. O(total bytes).
 
     Each path must hold Kafka data: a path where no file other than ``.lock`` was found (a text file, an empty
-    dir, a dir of unrelated files) is reported as a problem. ``progress`` is called with
-    each file as it is verified (for progress bars).
+    dir, a dir of unrelated files) is reported as a problem. ``progress`` is called with each file as it is
+    verified (for progress bars).
     """
     report = VerifyReport()
     for given in paths:
