@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from cli.common import one_line_errors, refuse_links
+from cli.common import Failure, one_line_errors, refuse_links
 from cli.config_options import ConfigOptions, build_resolver, topic_config_options
 from logmgr.log_manager import CleanupReport, LogManager
 from logmgr.scheduler import ApsScheduler
@@ -201,12 +201,15 @@ def start_status_server(manager: LogManager, totals: JobTotals, port: int) -> Th
     type=click.IntRange(min=0, max=65535),
     help="Serve GET /status (JSON) and GET /metrics (Prometheus) on 127.0.0.1 at this port (0: any free port).",
 )
+@click.option("--create", is_flag=True, help="Create the log dirs that do not exist (as a broker does).")
 @one_line_errors
-def serve(logdirs: tuple[Path, ...], config_options: ConfigOptions, status_port: int | None) -> None:
+def serve(logdirs: tuple[Path, ...], config_options: ConfigOptions, status_port: int | None, create: bool) -> None:
     """Run a LogManager over LOGDIR... with every scheduled job (retention, flusher, checkpoints, segment
     deletion, producer expiration) in the foreground, logging each job run on stderr. SIGINT or SIGTERM stops
-    it cleanly: jobs finish, logs are flushed, checkpoints and the clean-shutdown marker are written. Takes each
-    dir's .lock (exit 3 when a broker holds one). Topic configs come from the dirs' KRaft metadata, --config
+    it cleanly: jobs finish, logs are flushed, checkpoints and the clean-shutdown marker are written; the exit
+    code is then 0 after SIGTERM, 130 after SIGINT (as every command interrupted by Ctrl-C). Takes each dir's
+    .lock (exit 3 when a broker holds one). A missing LOGDIR is refused (exit 1) unless --create is given, so a
+    typo never starts an empty broker dir. Topic configs come from the dirs' KRaft metadata, --config
     (server.properties: also job intervals, retention and flush settings; log.dirs is ignored) and
     --topic-config/--topic-configs (see `logmgr configs`).
 
@@ -214,16 +217,13 @@ def serve(logdirs: tuple[Path, ...], config_options: ConfigOptions, status_port:
     Example:
         logmgr serve /var/lib/kafka/data --config /etc/kafka/server.properties --status-port 9404
     """
+    missing = [str(logdir) for logdir in logdirs if not logdir.exists()]
+    if missing and not create:
+        raise Failure(f"no such log dir: {', '.join(missing)} (use --create to create it)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for logdir in logdirs:
         if logdir.is_dir():
             refuse_links(logdir)
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     totals = JobTotals()
     resolver = build_resolver([d for d in logdirs if d.is_dir()], config_options)
     manager = LogManager(
@@ -231,6 +231,14 @@ def serve(logdirs: tuple[Path, ...], config_options: ConfigOptions, status_port:
         topic_overrides=resolver.topic_overrides(),
         scheduler=LoggingScheduler(totals),
     )
+    stop = threading.Event()
+    stopped_by: list[int] = []
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stopped_by.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     server: ThreadingHTTPServer | None = None
     try:
         manager.startup()
@@ -251,3 +259,6 @@ def serve(logdirs: tuple[Path, ...], config_options: ConfigOptions, status_port:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     logger.info("stopped cleanly")
+    if stopped_by[:1] == [signal.SIGINT]:
+        # Stopped cleanly, yet by Ctrl-C: the shared handler (LogmgrGroup) reports it as every command does.
+        raise KeyboardInterrupt
