@@ -31,6 +31,7 @@ from logmgr.topic_configs import (
     parse_topic_configs_text,
     static_layer,
 )
+from tests.conftest import KAFKA_REAL, require_fixtures
 
 FLAG = ConfigSource("flag", "--topic-config")
 BROKER_KEY_OF = {topic_key: broker_key for broker_key, topic_key in TOPIC_KEY_OF_BROKER_KEY.items()}
@@ -541,3 +542,84 @@ def test_load_resolver_bad_server_properties_line(tmp_path: Path) -> None:
     server.write_text("a=b\n\nlog.retention.ms=forever\n")
     with pytest.raises(ConfigError, match=f"{server} line 3"):
         load_resolver([tmp_path], server_properties=server, topic_config_flags=(), topic_configs_files=())
+
+
+# --- real broker dirs --------------------------------------------------------------------------------------------
+
+KRAFT_37 = KAFKA_REAL / "kraft-3.7-clean-transactions" / "kafka-data"
+KRAFT_42 = KAFKA_REAL / "kraft-4.2-clean" / "kafka-logs"
+ZK_DIRS = [
+    KAFKA_REAL / "zk-2.1-clean-multiseg" / "kafka-logs",
+    KAFKA_REAL / "zk-3.6.2-running" / "kafka-logs",
+    KAFKA_REAL / "zk-3.7.1-clean-multiseg" / "kafka-logs",
+    KAFKA_REAL / "zk-cp5.2.2-lz4-subset" / "kafka" / "data",
+]
+
+
+def _load(log_dir: Path, *flags: str) -> TopicConfigResolver:
+    return load_resolver(
+        [require_fixtures(log_dir)], server_properties=None, topic_config_flags=flags, topic_configs_files=()
+    )
+
+
+def test_regression_confluent_compacted_topics_come_from_the_metadata_snapshot() -> None:
+    # logmgr cleanup deleted _schemas and the Connect topics under the 7-day default: their cleanup.policy=compact
+    # lives only in __cluster_metadata.
+    resolver = _load(KRAFT_37)
+    compacted = {topic for topic in resolver.topics() if resolver.resolve(topic).config.compact}
+    assert compacted == {
+        "__consumer_offsets",
+        "__transaction_state",
+        "_schemas",
+        "docker-connect-configs",
+        "docker-connect-offsets",
+        "docker-connect-status",
+    }
+    snapshot = "snapshot 00000000000000060500-0000000025.checkpoint (topic config)"
+    for topic in compacted:
+        effective = resolver.resolve(topic)
+        assert effective.known
+        assert effective.sources["cleanup.policy"] == ConfigSource("metadata", snapshot), topic
+    offsets = resolver.resolve("__consumer_offsets")
+    assert offsets.config.segment_bytes == 104857600
+    assert offsets.ignored == {"compression.type": "producer"}
+    ksql = resolver.resolve("_confluent-ksql-default__command_topic")
+    assert (ksql.config.cleanup_policy, ksql.config.retention_ms) == (("delete",), -1)
+    assert ksql.ignored == {"min.insync.replicas": "1", "unclean.leader.election.enable": "false"}
+    plain = resolver.resolve("patient_admissions")
+    assert plain.known and plain.config == LogConfig() and plain.overrides() == {}
+    assert resolver.broker() == BrokerConfig()
+    assert resolver.metadata_warnings() == ()
+
+
+def test_kraft_log_records_name_their_offsets() -> None:
+    resolver = _load(KRAFT_42)
+    offsets = resolver.resolve("__consumer_offsets")
+    assert offsets.sources["cleanup.policy"].detail == "__cluster_metadata-0 offset 976 (topic config)"
+    assert offsets.sources["segment.bytes"].detail == "__cluster_metadata-0 offset 977 (topic config)"
+    assert resolver.topics() == ["__consumer_offsets", "demo-topic"]
+    # The dynamic cluster default min.insync.replicas=1 (offset 8) is no log setting.
+    assert resolver.broker_ignored() == {"min.insync.replicas": "1"}
+    assert resolver.topic_overrides() == {
+        "__consumer_offsets": {"segment.bytes": "104857600", "cleanup.policy": "compact"}
+    }
+
+
+def test_flag_overrides_the_metadata_on_a_real_dir() -> None:
+    effective = _load(KRAFT_37, "_schemas:cleanup.policy=delete").resolve("_schemas")
+    assert effective.config.cleanup_policy == ("delete",)
+    assert effective.sources["cleanup.policy"].kind == "flag"
+
+
+@pytest.mark.parametrize("log_dir", ZK_DIRS, ids=lambda p: p.parts[-2] if p.name == "kafka-logs" else "zk-cp5.2.2")
+def test_zookeeper_era_dir_knows_only_internal_topics(log_dir: Path) -> None:
+    resolver = _load(log_dir)
+    assert resolver.topics()
+    for topic in resolver.topics():
+        effective = resolver.resolve(topic)
+        internal = topic in ("__consumer_offsets", "__transaction_state")
+        assert effective.known == internal, topic
+        assert effective.config.compact == internal, topic
+        if not internal:
+            assert all(source == KAFKA_DEFAULT for source in effective.sources.values())
+    assert any("no __cluster_metadata-0" in warning for warning in resolver.metadata_warnings())
