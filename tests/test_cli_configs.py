@@ -90,7 +90,10 @@ def test_flags_file_and_server_properties_in_json(tmp_path: Path) -> None:
     assert one["ignored"] == {"min.insync.replicas": "2"}
     assert one["overrides"] == {"retention.ms": "1000", "cleanup.policy": "compact,delete"}
     assert document["topics"]["not.here"]["config"]["retention.bytes"] == 5
-    assert document["broker"]["sources"]["log.retention.ms"]["detail"] == f"log.retention.hours at {server} line 1"
+    assert (
+        document["broker"]["sources"]["log.retention.ms"]["detail"]
+        == f"log.retention.hours at {server} line 1"
+    )
 
 
 def test_text_output_names_values_and_sources() -> None:
@@ -99,7 +102,9 @@ def test_text_output_names_values_and_sources() -> None:
     lines = result.stdout.splitlines()
     assert lines[0].startswith("broker")
     assert "topic one (topic-specific configs known):" in lines
-    assert any(line.split() == ["retention.ms", "1000", "--topic-config", "one:retention.ms=1000"] for line in lines)
+    assert any(
+        line.split() == ["retention.ms", "1000", "--topic-config", "one:retention.ms=1000"] for line in lines
+    )
     assert any(
         line.split()[:2] == ["cleanup.policy", "compact"] and "Kafka creates __consumer_offsets" in line
         for line in lines

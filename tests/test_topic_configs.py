@@ -145,7 +145,9 @@ def test_dynamic_per_broker_beats_cluster_default_and_other_brokers_do_not_apply
     assert TopicConfigResolver(metadata=metadata, node_id=1).broker().log_retention_bytes == 200
     assert TopicConfigResolver(metadata=metadata, node_id=3).broker().log_retention_bytes == 100
     source = TopicConfigResolver(metadata=metadata, node_id=1).resolve("t").sources["retention.bytes"]
-    assert source.detail == "log.retention.bytes at __cluster_metadata-0 offset 11 (dynamic config of broker 1)"
+    assert (
+        source.detail == "log.retention.bytes at __cluster_metadata-0 offset 11 (dynamic config of broker 1)"
+    )
 
 
 def test_no_node_id_warns_about_per_broker_configs() -> None:
@@ -384,9 +386,11 @@ def test_precedence_matches_model(
             if expected is None:
                 expected = ("default", defaults[key])
             assert (effective.sources[key].kind, actual[key]) == expected, (topic, key)
-        assert effective.known == (topic == "__consumer_offsets" or topic in topic_configs or bool(
-            file_layers.get(topic) or flag_layers.get(topic)
-        ))
+        assert effective.known == (
+            topic == "__consumer_offsets"
+            or topic in topic_configs
+            or bool(file_layers.get(topic) or flag_layers.get(topic))
+        )
 
 
 # --- --topic-config / --topic-configs parsing --------------------------------------------------------------------
@@ -397,12 +401,22 @@ def test_precedence_matches_model(
     [
         ("orders:retention.ms=1000", "orders", "retention.ms", "1000"),
         ("  orders : retention.ms =  1000 ", "orders", "retention.ms", "1000"),
-        ("my.dotted.topic:cleanup.policy=compact,delete", "my.dotted.topic", "cleanup.policy", "compact,delete"),
+        (
+            "my.dotted.topic:cleanup.policy=compact,delete",
+            "my.dotted.topic",
+            "cleanup.policy",
+            "compact,delete",
+        ),
         ("topic.my.dotted.topic.cleanup.policy=compact", "my.dotted.topic", "cleanup.policy", "compact"),
         ("topic.topic.segment.ms=5", "topic", "segment.ms", "5"),
         ("topic.a.segment.jitter.ms=5", "a", "segment.jitter.ms", "5"),
         ("t:min.insync.replicas=2", "t", "min.insync.replicas", "2"),
-        ("t:leader.replication.throttled.replicas=0:1,1:2", "t", "leader.replication.throttled.replicas", "0:1,1:2"),
+        (
+            "t:leader.replication.throttled.replicas=0:1,1:2",
+            "t",
+            "leader.replication.throttled.replicas",
+            "0:1,1:2",
+        ),
     ],
 )
 def test_parse_topic_config(text: str, topic: str, key: str, value: str) -> None:
@@ -459,9 +473,9 @@ def test_topic_configs_file_bad_line_names_its_number() -> None:
         parse_topic_configs_text("# c\na:retention.ms=1\nb:retenion.ms=2\n", "topics.properties")
 
 
-VALID_TOPIC = st.text(
-    st.sampled_from("abcXYZ019._-"), min_size=1, max_size=30
-).filter(lambda t: t not in (".", ".."))
+VALID_TOPIC = st.text(st.sampled_from("abcXYZ019._-"), min_size=1, max_size=30).filter(
+    lambda t: t not in (".", "..")
+)
 
 
 @given(topic=VALID_TOPIC, key=st.sampled_from(sorted(POOLS)), index=st.sampled_from((0, 1)))
@@ -483,6 +497,21 @@ def test_parsers_raise_only_config_errors(text: str) -> None:
         parse_topic_config(text, FLAG)
     with contextlib.suppress(ConfigError):
         parse_topic_configs_text(text, "f")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "t:" + "k" * 1_000_000 + "=1",
+        "x" * 1_000_000 + ":retention.ms=1",
+        "topic." + "x." * 500_000 + "=1",
+        "y" * 10**6,
+    ],
+)
+def test_huge_flag_gives_a_short_error(text: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_topic_config(text, FLAG)
+    assert len(str(caught.value)) < 1000
 
 
 def test_every_logmgr_key_is_a_kafka_topic_config() -> None:
@@ -514,7 +543,10 @@ def test_load_resolver_reads_files_in_order(tmp_path: Path) -> None:
     orders = resolver.resolve("orders")
     assert orders.config.retention_ms == 20
     assert orders.sources["retention.ms"].detail == f"{second} line 1"
-    assert resolver.resolve("my.topic").sources["retention.ms"].detail == f"log.retention.hours at {server} line 2"
+    assert (
+        resolver.resolve("my.topic").sources["retention.ms"].detail
+        == f"log.retention.hours at {server} line 2"
+    )
     assert resolver.resolve("my.topic").sources["cleanup.policy"].detail == (
         "--topic-config my.topic:cleanup.policy=compact"
     )
@@ -527,13 +559,18 @@ def test_load_resolver_refuses_dirs_of_different_brokers(tmp_path: Path) -> None
         (tmp_path / name / "meta.properties").write_text(f"version=0\nbroker.id={node}\n")
     with pytest.raises(ConfigError, match="different brokers"):
         load_resolver(
-            [tmp_path / "a", tmp_path / "b"], server_properties=None, topic_config_flags=(), topic_configs_files=()
+            [tmp_path / "a", tmp_path / "b"],
+            server_properties=None,
+            topic_config_flags=(),
+            topic_configs_files=(),
         )
 
 
 def test_load_resolver_corrupt_meta_properties_is_a_warning(tmp_path: Path) -> None:
     (tmp_path / "meta.properties").write_text("version=zero\n")
-    resolver = load_resolver([tmp_path], server_properties=None, topic_config_flags=(), topic_configs_files=())
+    resolver = load_resolver(
+        [tmp_path], server_properties=None, topic_config_flags=(), topic_configs_files=()
+    )
     assert any("node id is unknown" in warning for warning in resolver.metadata_warnings())
 
 
@@ -611,7 +648,9 @@ def test_flag_overrides_the_metadata_on_a_real_dir() -> None:
     assert effective.sources["cleanup.policy"].kind == "flag"
 
 
-@pytest.mark.parametrize("log_dir", ZK_DIRS, ids=lambda p: p.parts[-2] if p.name == "kafka-logs" else "zk-cp5.2.2")
+@pytest.mark.parametrize(
+    "log_dir", ZK_DIRS, ids=lambda p: p.parts[-2] if p.name == "kafka-logs" else "zk-cp5.2.2"
+)
 def test_zookeeper_era_dir_knows_only_internal_topics(log_dir: Path) -> None:
     resolver = _load(log_dir)
     assert resolver.topics()
