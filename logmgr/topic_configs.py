@@ -263,7 +263,7 @@ class TopicConfigResolver:
     ``node_id`` this broker's id (selects its dynamic broker configs), ``dir_topics`` the topics with partition
     dirs, ``settings`` the ``--topic-configs`` lines then the ``--topic-config`` flags (later ones win),
     ``warnings`` extra notes about how the layers were found. The broker config is resolved at construction
-    (:class:`ConfigError` naming the source of a bad value); topics on demand, cached.
+    (:class:`ConfigError` naming the source of a bad value), O(settings); topics on demand, cached.
     """
 
     def __init__(
