@@ -77,7 +77,9 @@ def _print_text(resolver: TopicConfigResolver, topics: list[EffectiveTopicConfig
 
 
 @click.command()
-@click.argument("logdirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument(
+    "logdirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: broker, topics, warnings.")
 @topic_config_options
 @one_line_errors
@@ -103,7 +105,9 @@ def configs(logdirs: tuple[Path, ...], as_json: bool, config_options: ConfigOpti
     document = {
         "broker": {
             "config": _broker_values(resolver),
-            "sources": _sources_json({key: resolver.broker_sources()[key] for key in _broker_values(resolver)}),
+            "sources": _sources_json(
+                {key: resolver.broker_sources()[key] for key in _broker_values(resolver)}
+            ),
             "ignored": dict(resolver.broker_ignored()),
         },
         "topics": {effective.topic: _topic_json(effective) for effective in topics},

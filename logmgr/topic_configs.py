@@ -59,7 +59,11 @@ CLUSTER_DEFAULT = ""
 """The BROKER resource name of the dynamic cluster-wide defaults."""
 
 _TOPIC_PREFIX = "topic."
-_BROKER_KEY_OF_TOPIC_KEY = {topic_key: broker_key for broker_key, topic_key in TOPIC_KEY_OF_BROKER_KEY.items()}
+# How much of an operator's text an error message quotes.
+_SHOWN = 200
+_BROKER_KEY_OF_TOPIC_KEY = {
+    topic_key: broker_key for broker_key, topic_key in TOPIC_KEY_OF_BROKER_KEY.items()
+}
 
 SourceKind = Literal["default", "server.properties", "metadata", "flag", "internal-topic"]
 
@@ -156,14 +160,18 @@ def _with_source(err: ConfigError, source: ConfigSource | None, topic: str | Non
 
 
 def _unknown_key(key: str, source: ConfigSource) -> ConfigError:
-    close = difflib.get_close_matches(key, sorted(KAFKA_TOPIC_CONFIG_NAMES), n=1)
+    # A typo is short: a long key gets no suggestion (difflib is quadratic in its length).
+    close = (
+        difflib.get_close_matches(key, sorted(KAFKA_TOPIC_CONFIG_NAMES), n=1) if len(key) <= _SHOWN else []
+    )
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    return ConfigError(key, f"not a Kafka topic config ({source.detail}){hint}")
+    return ConfigError(key[:_SHOWN], f"not a Kafka topic config ({source.detail}){hint}")
 
 
 def _split_dotted(name: str, source: ConfigSource) -> tuple[str, str]:
     """``TOPIC.KEY`` of a ``topic.TOPIC.KEY`` line: KEY is the Kafka topic config the name ends with (topic names
-    hold dots). Two readings (``t.delete.retention.ms``: topic ``t`` or ``t.delete``) are refused. O(len)."""
+    hold dots). Two readings (``t.delete.retention.ms``: topic ``t`` or ``t.delete``) are refused.
+    O(len(name) * number of Kafka topic configs)."""
     readings = [
         (name[: -len(key) - 1], key)
         for key in KAFKA_TOPIC_CONFIG_NAMES
@@ -171,12 +179,12 @@ def _split_dotted(name: str, source: ConfigSource) -> tuple[str, str]:
     ]
     if not readings:
         raise ConfigError(
-            name, f"does not end with a Kafka topic config after topic.TOPIC. ({source.detail})"
+            name[:_SHOWN], f"does not end with a Kafka topic config after topic.TOPIC. ({source.detail})"
         )
     if len(readings) > 1:
         shown = " or ".join(f"topic {topic!r} key {key!r}" for topic, key in sorted(readings))
         raise ConfigError(
-            name, f"ambiguous: {shown}; write TOPIC:KEY=VALUE instead ({source.detail})"
+            name[:_SHOWN], f"ambiguous: {shown}; write TOPIC:KEY=VALUE instead ({source.detail})"
         )
     return readings[0]
 
@@ -192,7 +200,7 @@ def parse_topic_config(text: str, source: ConfigSource) -> TopicConfigSetting:
     name, value = name.strip(JAVA_TRIMMED), value.strip(JAVA_TRIMMED)
     if not equals:
         raise ConfigError(
-            text[:200], f"expected TOPIC:KEY=VALUE or topic.TOPIC.KEY=VALUE ({source.detail})"
+            text[:_SHOWN], f"expected TOPIC:KEY=VALUE or topic.TOPIC.KEY=VALUE ({source.detail})"
         )
     if ":" in name:
         topic, _, key = name.partition(":")
@@ -201,12 +209,12 @@ def parse_topic_config(text: str, source: ConfigSource) -> TopicConfigSetting:
         topic, key = _split_dotted(name[len(_TOPIC_PREFIX) :], source)
     else:
         raise ConfigError(
-            name[:200], f"expected TOPIC:KEY=VALUE or topic.TOPIC.KEY=VALUE ({source.detail})"
+            name[:_SHOWN], f"expected TOPIC:KEY=VALUE or topic.TOPIC.KEY=VALUE ({source.detail})"
         )
     try:
         validate_topic(topic)
     except StorageFormatError as err:
-        raise ConfigError(key, f"{err.message} ({source.detail})") from None
+        raise ConfigError(key[:_SHOWN], f"{err.message} ({source.detail})") from None
     if key not in KAFKA_TOPIC_CONFIG_NAMES:
         raise _unknown_key(key, source)
     if key in LOG_CONFIG_KEYS:
@@ -237,7 +245,9 @@ def read_topic_configs_file(path: Path) -> list[TopicConfigSetting]:
         return parse_topic_configs_text(source.read().decode("latin-1"), str(path))
 
 
-def static_layer(props: Mapping[str, str], lines: Mapping[str, int], name: str) -> dict[str, tuple[str, ConfigSource]]:
+def static_layer(
+    props: Mapping[str, str], lines: Mapping[str, int], name: str
+) -> dict[str, tuple[str, ConfigSource]]:
     """``server.properties`` values (from :func:`~logmgr.config.read_properties`) as a layer whose sources read
     ``"<name> line N"``. O(len(props))."""
     return {
@@ -253,7 +263,7 @@ class TopicConfigResolver:
     ``node_id`` this broker's id (selects its dynamic broker configs), ``dir_topics`` the topics with partition
     dirs, ``settings`` the ``--topic-configs`` lines then the ``--topic-config`` flags (later ones win),
     ``warnings`` extra notes about how the layers were found. The broker config is resolved at construction
-    (:class:`ConfigError` naming the source of a bad value); topics on demand, cached.
+    (:class:`ConfigError` naming the source of a bad value), O(settings); topics on demand, cached.
     """
 
     def __init__(
@@ -374,7 +384,9 @@ class TopicConfigResolver:
             else:
                 ignored[key] = value
         try:
-            config = self._broker.log_config().with_overrides({key: value for key, (value, _) in layer.items()})
+            config = self._broker.log_config().with_overrides(
+                {key: value for key, (value, _) in layer.items()}
+            )
         except ConfigError as err:
             known_source = layer.get(err.key)
             raise _with_source(err, None if known_source is None else known_source[1], topic) from None
@@ -436,7 +448,10 @@ def load_resolver(
     settings: list[TopicConfigSetting] = []
     for path in topic_configs_files:
         settings.extend(read_topic_configs_file(path))
-    settings.extend(parse_topic_config(flag, ConfigSource("flag", f"--topic-config {flag}")) for flag in topic_config_flags)
+    settings.extend(
+        parse_topic_config(flag, ConfigSource("flag", f"--topic-config {flag}"))
+        for flag in topic_config_flags
+    )
     warnings: list[str] = []
     node_ids: dict[Path, int] = {}
     for log_dir in log_dirs:

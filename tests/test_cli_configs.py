@@ -90,7 +90,10 @@ def test_flags_file_and_server_properties_in_json(tmp_path: Path) -> None:
     assert one["ignored"] == {"min.insync.replicas": "2"}
     assert one["overrides"] == {"retention.ms": "1000", "cleanup.policy": "compact,delete"}
     assert document["topics"]["not.here"]["config"]["retention.bytes"] == 5
-    assert document["broker"]["sources"]["log.retention.ms"]["detail"] == f"log.retention.hours at {server} line 1"
+    assert (
+        document["broker"]["sources"]["log.retention.ms"]["detail"]
+        == f"log.retention.hours at {server} line 1"
+    )
 
 
 def test_text_output_names_values_and_sources() -> None:
@@ -99,7 +102,9 @@ def test_text_output_names_values_and_sources() -> None:
     lines = result.stdout.splitlines()
     assert lines[0].startswith("broker")
     assert "topic one (topic-specific configs known):" in lines
-    assert any(line.split() == ["retention.ms", "1000", "--topic-config", "one:retention.ms=1000"] for line in lines)
+    assert any(
+        line.split() == ["retention.ms", "1000", "--topic-config", "one:retention.ms=1000"] for line in lines
+    )
     assert any(
         line.split()[:2] == ["cleanup.policy", "compact"] and "Kafka creates __consumer_offsets" in line
         for line in lines
@@ -156,3 +161,26 @@ def test_read_only_dir_and_nothing_written(source: Path, tmp_path: Path) -> None
     finally:
         for path in [copy, *copy.rglob("*")]:
             path.chmod(path.stat().st_mode | 0o200)
+
+
+def test_kraft_dir_text_and_json_show_compacted_topics_from_metadata() -> None:
+    result = _run(require_fixtures(KRAFT_37))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    schemas = lines.index("topic _schemas (topic-specific configs known):")
+    policy = next(line for line in lines[schemas:] if line.split()[:1] == ["cleanup.policy"])
+    assert policy.split()[1] == "compact"
+    assert policy.endswith("snapshot 00000000000000060500-0000000025.checkpoint (topic config)")
+    assert (
+        "9 topic(s); compacted: __consumer_offsets, __transaction_state, _schemas, docker-connect-configs, "
+        "docker-connect-offsets, docker-connect-status"
+    ) in lines
+    assert not any(line.startswith("warning:") for line in lines)
+    document = _json(KRAFT_37)
+    assert document["topics"]["docker-connect-offsets"]["sources"]["cleanup.policy"]["kind"] == "metadata"
+    assert document["topics"]["__transaction_state"]["ignored"] == {
+        "compression.type": "uncompressed",
+        "min.insync.replicas": "1",
+        "unclean.leader.election.enable": "false",
+    }
+    assert document["warnings"] == []

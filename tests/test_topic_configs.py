@@ -31,6 +31,7 @@ from logmgr.topic_configs import (
     parse_topic_configs_text,
     static_layer,
 )
+from tests.conftest import KAFKA_REAL, require_fixtures
 
 FLAG = ConfigSource("flag", "--topic-config")
 BROKER_KEY_OF = {topic_key: broker_key for broker_key, topic_key in TOPIC_KEY_OF_BROKER_KEY.items()}
@@ -144,7 +145,9 @@ def test_dynamic_per_broker_beats_cluster_default_and_other_brokers_do_not_apply
     assert TopicConfigResolver(metadata=metadata, node_id=1).broker().log_retention_bytes == 200
     assert TopicConfigResolver(metadata=metadata, node_id=3).broker().log_retention_bytes == 100
     source = TopicConfigResolver(metadata=metadata, node_id=1).resolve("t").sources["retention.bytes"]
-    assert source.detail == "log.retention.bytes at __cluster_metadata-0 offset 11 (dynamic config of broker 1)"
+    assert (
+        source.detail == "log.retention.bytes at __cluster_metadata-0 offset 11 (dynamic config of broker 1)"
+    )
 
 
 def test_no_node_id_warns_about_per_broker_configs() -> None:
@@ -383,9 +386,11 @@ def test_precedence_matches_model(
             if expected is None:
                 expected = ("default", defaults[key])
             assert (effective.sources[key].kind, actual[key]) == expected, (topic, key)
-        assert effective.known == (topic == "__consumer_offsets" or topic in topic_configs or bool(
-            file_layers.get(topic) or flag_layers.get(topic)
-        ))
+        assert effective.known == (
+            topic == "__consumer_offsets"
+            or topic in topic_configs
+            or bool(file_layers.get(topic) or flag_layers.get(topic))
+        )
 
 
 # --- --topic-config / --topic-configs parsing --------------------------------------------------------------------
@@ -396,12 +401,22 @@ def test_precedence_matches_model(
     [
         ("orders:retention.ms=1000", "orders", "retention.ms", "1000"),
         ("  orders : retention.ms =  1000 ", "orders", "retention.ms", "1000"),
-        ("my.dotted.topic:cleanup.policy=compact,delete", "my.dotted.topic", "cleanup.policy", "compact,delete"),
+        (
+            "my.dotted.topic:cleanup.policy=compact,delete",
+            "my.dotted.topic",
+            "cleanup.policy",
+            "compact,delete",
+        ),
         ("topic.my.dotted.topic.cleanup.policy=compact", "my.dotted.topic", "cleanup.policy", "compact"),
         ("topic.topic.segment.ms=5", "topic", "segment.ms", "5"),
         ("topic.a.segment.jitter.ms=5", "a", "segment.jitter.ms", "5"),
         ("t:min.insync.replicas=2", "t", "min.insync.replicas", "2"),
-        ("t:leader.replication.throttled.replicas=0:1,1:2", "t", "leader.replication.throttled.replicas", "0:1,1:2"),
+        (
+            "t:leader.replication.throttled.replicas=0:1,1:2",
+            "t",
+            "leader.replication.throttled.replicas",
+            "0:1,1:2",
+        ),
     ],
 )
 def test_parse_topic_config(text: str, topic: str, key: str, value: str) -> None:
@@ -458,9 +473,9 @@ def test_topic_configs_file_bad_line_names_its_number() -> None:
         parse_topic_configs_text("# c\na:retention.ms=1\nb:retenion.ms=2\n", "topics.properties")
 
 
-VALID_TOPIC = st.text(
-    st.sampled_from("abcXYZ019._-"), min_size=1, max_size=30
-).filter(lambda t: t not in (".", ".."))
+VALID_TOPIC = st.text(st.sampled_from("abcXYZ019._-"), min_size=1, max_size=30).filter(
+    lambda t: t not in (".", "..")
+)
 
 
 @given(topic=VALID_TOPIC, key=st.sampled_from(sorted(POOLS)), index=st.sampled_from((0, 1)))
@@ -482,6 +497,21 @@ def test_parsers_raise_only_config_errors(text: str) -> None:
         parse_topic_config(text, FLAG)
     with contextlib.suppress(ConfigError):
         parse_topic_configs_text(text, "f")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "t:" + "k" * 1_000_000 + "=1",
+        "x" * 1_000_000 + ":retention.ms=1",
+        "topic." + "x." * 500_000 + "=1",
+        "y" * 10**6,
+    ],
+)
+def test_huge_flag_gives_a_short_error(text: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_topic_config(text, FLAG)
+    assert len(str(caught.value)) < 1000
 
 
 def test_every_logmgr_key_is_a_kafka_topic_config() -> None:
@@ -513,7 +543,10 @@ def test_load_resolver_reads_files_in_order(tmp_path: Path) -> None:
     orders = resolver.resolve("orders")
     assert orders.config.retention_ms == 20
     assert orders.sources["retention.ms"].detail == f"{second} line 1"
-    assert resolver.resolve("my.topic").sources["retention.ms"].detail == f"log.retention.hours at {server} line 2"
+    assert (
+        resolver.resolve("my.topic").sources["retention.ms"].detail
+        == f"log.retention.hours at {server} line 2"
+    )
     assert resolver.resolve("my.topic").sources["cleanup.policy"].detail == (
         "--topic-config my.topic:cleanup.policy=compact"
     )
@@ -526,13 +559,18 @@ def test_load_resolver_refuses_dirs_of_different_brokers(tmp_path: Path) -> None
         (tmp_path / name / "meta.properties").write_text(f"version=0\nbroker.id={node}\n")
     with pytest.raises(ConfigError, match="different brokers"):
         load_resolver(
-            [tmp_path / "a", tmp_path / "b"], server_properties=None, topic_config_flags=(), topic_configs_files=()
+            [tmp_path / "a", tmp_path / "b"],
+            server_properties=None,
+            topic_config_flags=(),
+            topic_configs_files=(),
         )
 
 
 def test_load_resolver_corrupt_meta_properties_is_a_warning(tmp_path: Path) -> None:
     (tmp_path / "meta.properties").write_text("version=zero\n")
-    resolver = load_resolver([tmp_path], server_properties=None, topic_config_flags=(), topic_configs_files=())
+    resolver = load_resolver(
+        [tmp_path], server_properties=None, topic_config_flags=(), topic_configs_files=()
+    )
     assert any("node id is unknown" in warning for warning in resolver.metadata_warnings())
 
 
@@ -541,3 +579,86 @@ def test_load_resolver_bad_server_properties_line(tmp_path: Path) -> None:
     server.write_text("a=b\n\nlog.retention.ms=forever\n")
     with pytest.raises(ConfigError, match=f"{server} line 3"):
         load_resolver([tmp_path], server_properties=server, topic_config_flags=(), topic_configs_files=())
+
+
+# --- real broker dirs --------------------------------------------------------------------------------------------
+
+KRAFT_37 = KAFKA_REAL / "kraft-3.7-clean-transactions" / "kafka-data"
+KRAFT_42 = KAFKA_REAL / "kraft-4.2-clean" / "kafka-logs"
+ZK_DIRS = [
+    KAFKA_REAL / "zk-2.1-clean-multiseg" / "kafka-logs",
+    KAFKA_REAL / "zk-3.6.2-running" / "kafka-logs",
+    KAFKA_REAL / "zk-3.7.1-clean-multiseg" / "kafka-logs",
+    KAFKA_REAL / "zk-cp5.2.2-lz4-subset" / "kafka" / "data",
+]
+
+
+def _load(log_dir: Path, *flags: str) -> TopicConfigResolver:
+    return load_resolver(
+        [require_fixtures(log_dir)], server_properties=None, topic_config_flags=flags, topic_configs_files=()
+    )
+
+
+def test_regression_confluent_compacted_topics_come_from_the_metadata_snapshot() -> None:
+    # logmgr cleanup deleted _schemas and the Connect topics under the 7-day default: their cleanup.policy=compact
+    # lives only in __cluster_metadata.
+    resolver = _load(KRAFT_37)
+    compacted = {topic for topic in resolver.topics() if resolver.resolve(topic).config.compact}
+    assert compacted == {
+        "__consumer_offsets",
+        "__transaction_state",
+        "_schemas",
+        "docker-connect-configs",
+        "docker-connect-offsets",
+        "docker-connect-status",
+    }
+    snapshot = "snapshot 00000000000000060500-0000000025.checkpoint (topic config)"
+    for topic in compacted:
+        effective = resolver.resolve(topic)
+        assert effective.known
+        assert effective.sources["cleanup.policy"] == ConfigSource("metadata", snapshot), topic
+    offsets = resolver.resolve("__consumer_offsets")
+    assert offsets.config.segment_bytes == 104857600
+    assert offsets.ignored == {"compression.type": "producer"}
+    ksql = resolver.resolve("_confluent-ksql-default__command_topic")
+    assert (ksql.config.cleanup_policy, ksql.config.retention_ms) == (("delete",), -1)
+    assert ksql.ignored == {"min.insync.replicas": "1", "unclean.leader.election.enable": "false"}
+    plain = resolver.resolve("patient_admissions")
+    assert plain.known and plain.config == LogConfig() and plain.overrides() == {}
+    assert resolver.broker() == BrokerConfig()
+    assert resolver.metadata_warnings() == ()
+
+
+def test_kraft_log_records_name_their_offsets() -> None:
+    resolver = _load(KRAFT_42)
+    offsets = resolver.resolve("__consumer_offsets")
+    assert offsets.sources["cleanup.policy"].detail == "__cluster_metadata-0 offset 976 (topic config)"
+    assert offsets.sources["segment.bytes"].detail == "__cluster_metadata-0 offset 977 (topic config)"
+    assert resolver.topics() == ["__consumer_offsets", "demo-topic"]
+    # The dynamic cluster default min.insync.replicas=1 (offset 8) is no log setting.
+    assert resolver.broker_ignored() == {"min.insync.replicas": "1"}
+    assert resolver.topic_overrides() == {
+        "__consumer_offsets": {"segment.bytes": "104857600", "cleanup.policy": "compact"}
+    }
+
+
+def test_flag_overrides_the_metadata_on_a_real_dir() -> None:
+    effective = _load(KRAFT_37, "_schemas:cleanup.policy=delete").resolve("_schemas")
+    assert effective.config.cleanup_policy == ("delete",)
+    assert effective.sources["cleanup.policy"].kind == "flag"
+
+
+@pytest.mark.parametrize(
+    "log_dir", ZK_DIRS, ids=lambda p: p.parts[-2] if p.name == "kafka-logs" else "zk-cp5.2.2"
+)
+def test_zookeeper_era_dir_knows_only_internal_topics(log_dir: Path) -> None:
+    resolver = _load(log_dir)
+    assert resolver.topics()
+    for topic in resolver.topics():
+        effective = resolver.resolve(topic)
+        internal = topic in ("__consumer_offsets", "__transaction_state")
+        assert effective.known == internal, topic
+        assert effective.config.compact == internal, topic
+        if not internal:
+            assert all(source == KAFKA_DEFAULT for source in effective.sources.values())
+    assert any("no __cluster_metadata-0" in warning for warning in resolver.metadata_warnings())
