@@ -4,7 +4,6 @@ Kafka's options (``--files a,b``, the internal-topic decoders, ``--max-bytes``, 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -251,23 +250,19 @@ def _print(lines: Iterable[DumpLine]) -> None:
             _echo("\n".join(pending), err=False)
             pending.clear()
 
-    try:
-        for line in lines:
-            failed = failed or line.problem
-            content = line.content
-            text = content if isinstance(content, str) else _JSON.encode(content)
-            if line.stderr:
+    # A reader going away (`| head`) raises BrokenPipeError: the group's handler ends the process quietly (141).
+    for line in lines:
+        failed = failed or line.problem
+        content = line.content
+        text = content if isinstance(content, str) else _JSON.encode(content)
+        if line.stderr:
+            flush()
+            _echo(text, err=True)
+        else:
+            pending.append(text)
+            if len(pending) >= _CHUNK_LINES:
                 flush()
-                _echo(text, err=True)
-            else:
-                pending.append(text)
-                if len(pending) >= _CHUNK_LINES:
-                    flush()
-        flush()
-    except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, and keep Python from complaining at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+    flush()
     if failed:
         sys.exit(1)
 

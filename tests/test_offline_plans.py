@@ -206,7 +206,7 @@ def test_a_plan_made_stale_by_another_writer_stops_before_touching_the_file() ->
         first = root / "alpha-0" / "00000000000000000000.log"
         with open(first, "ab") as out:
             out.write(b"\x00")
-        with pytest.raises(PlanStaleError, match="00000000000000000000.log"):
+        with pytest.raises(PlanStaleError, match=r"00000000000000000000\.log"):
             _apply(plan)
         assert first.exists()
         assert os.path.getsize(first) > 0
