@@ -162,7 +162,7 @@ def show(target: Path, as_json: bool) -> None:
 
 
 @checkpoints.command(name="set")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("topic_partition", metavar="TOPIC-P")
 @click.argument("offset", type=click.IntRange(min=0))
 @click.option("--force", is_flag=True, help="Also add a partition that is neither in the file nor in the dir.")

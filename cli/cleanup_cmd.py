@@ -43,7 +43,7 @@ def _deleted_segments(plan: LogDirPlan) -> tuple[int, int]:
 
 
 @click.command()
-@click.argument("logdir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("logdir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Print the plan (every roll, deletion, checkpoint entry; why; bytes) and change nothing.")
 @click.option("--retention-ms", type=click.IntRange(min=-1), help="Override log.retention.ms (-1: unlimited).")
 @click.option("--retention-bytes", type=click.IntRange(min=-1), help="Override log.retention.bytes (-1: unlimited).")

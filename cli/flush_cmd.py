@@ -24,7 +24,7 @@ def _parse_partition(
 
 
 @click.command()
-@click.argument("logdir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("logdir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
     "--partition",
     "partitions",
