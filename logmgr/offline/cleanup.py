@@ -132,17 +132,17 @@ def plan_cleanup(
     for partition in view.partitions:
         tp = partition.topic_partition
         effective = configs[tp.topic]
-        plan = plans.get(tp)
+        chosen = plans.get(tp)
         actions: list[Action] = []
-        if plan is not None:
-            actions = _partition_actions(partition, plan)
-            assert plan.new_log_start_offset is not None
-            first_base = partition.log_end_offset if plan.roll_first else _first_kept_base(partition, plan)
-            new_starts[tp] = (plan.new_log_start_offset, first_base)
+        if chosen is not None:
+            actions = _partition_actions(partition, chosen)
+            assert chosen.new_log_start_offset is not None
+            first_base = partition.log_end_offset if chosen.roll_first else _first_kept_base(partition, chosen)
+            new_starts[tp] = (chosen.new_log_start_offset, first_base)
             if not effective.known:
                 warnings.append(
                     f"{partition.name}: the config of topic {tp.topic!r} is unknown (no KRaft metadata or flag names "
-                    f"it) and {len(plan.deletions)} segment(s) would be deleted under "
+                    f"it) and {len(chosen.deletions)} segment(s) would be deleted under "
                     f"{_setting(effective, 'cleanup.policy')}, {_setting(effective, 'retention.ms')}, "
                     f"{_setting(effective, 'retention.bytes')}; if it is compacted, pass "
                     f"--topic-config {tp.topic}:cleanup.policy=compact"
