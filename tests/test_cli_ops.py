@@ -348,7 +348,17 @@ def test_serve_runs_jobs_serves_status_and_stops_cleanly_on_sigterm(tmp_path: Pa
         "log.segment.delete.delay.ms=100\n"
     )
     process = subprocess.Popen(
-        [*_serve_command(), str(logdir), "--config", str(config), "--status-port", "0"],
+        # The metadata says docker-connect-configs is compacted: the flag makes it a retention topic to delete from.
+        [
+            *_serve_command(),
+            str(logdir),
+            "--config",
+            str(config),
+            "--topic-config",
+            f"{CONNECT.rsplit('-', 1)[0]}:cleanup.policy=delete",
+            "--status-port",
+            "0",
+        ],
         cwd=REPO,
         stderr=subprocess.PIPE,
         text=True,

@@ -295,6 +295,7 @@ def _walk_tail(segment: LogSegment) -> tuple[int, int]:
         segment.offset_index.lookup(last_time.offset).position,
     )
     next_offset = segment.base_offset
+    end = start
     for found in segment.log.batches(start):
         batch = found.batch
         try:
@@ -303,6 +304,14 @@ def _walk_tail(segment: LogSegment) -> tuple[int, int]:
             raise err.at(segment.log.path, position_base=found.position) from None
         next_offset = batch.next_offset
         largest = max(largest, batch.max_timestamp)
+        end = found.position + batch.size_in_bytes
+    if end < segment.size:
+        # A batch walk stops silently before a tail too short for a header; a segment nobody recovers has none.
+        raise CorruptRecordError(
+            f"{segment.size - end} bytes after the last batch are not a complete batch",
+            path=segment.log.path,
+            position=end,
+        )
     return next_offset, largest
 
 
