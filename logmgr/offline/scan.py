@@ -296,12 +296,8 @@ def _walk_tail(segment: LogSegment) -> tuple[int, int]:
     )
     next_offset = segment.base_offset
     end = start
-    for found in segment.log.batches(start):
+    for found in segment.log.checked_batches(start):
         batch = found.batch
-        try:
-            batch.ensure_valid()
-        except CorruptRecordError as err:
-            raise err.at(segment.log.path, position_base=found.position) from None
         next_offset = batch.next_offset
         largest = max(largest, batch.max_timestamp)
         end = found.position + batch.size_in_bytes
@@ -322,19 +318,11 @@ def _walk_whole(segment: LogSegment, following: int | None) -> tuple[int, int, s
     largest = -1
     valid = 0
     try:
-        for found in segment.log.batches():
+        for found in segment.log.checked_batches():
             batch = found.batch
-            try:
-                batch.ensure_valid()
-            except CorruptRecordError as err:
-                raise err.at(segment.log.path, position_base=found.position) from None
+            # A legacy wrapper's base offset needs decompression; its last offset carries the same check.
             first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
-            if first < next_offset or (following is not None and batch.last_offset >= following):
-                raise InvalidOffsetError(
-                    f"batch offsets {first}-{batch.last_offset} do not continue the segment",
-                    path=segment.log.path,
-                    position=found.position,
-                )
+            segment.check_continues(first, batch.last_offset, next_offset, following, found.position)
             next_offset = batch.next_offset
             largest = max(largest, batch.max_timestamp)
             valid = found.position + batch.size_in_bytes
