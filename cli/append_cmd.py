@@ -144,12 +144,17 @@ def append(
     """
     tp = topic_partition_argument(topic_partition)
     partition_dir = log_dir / str(tp)
+    missing = Failure(f"{partition_dir}: no such partition dir (use --create to create it)")
+    if not create and not partition_dir.is_dir():
+        # Before the lock: refusing must leave the dir as it was, without a new .lock file.
+        raise missing
     records = list(read_records(source, "stdin" if source is sys.stdin else source.name))
     refuse_links(log_dir, [partition_dir])
     with LogDirLock(log_dir):
         created = not partition_dir.is_dir()
         if created and not create:
-            raise Failure(f"{partition_dir}: no such partition dir (use --create to create it)")
+            # Removed since the check above, by whoever held the lock.
+            raise missing
         codec = CompressionType.from_name(compression)
         first, last = _append_locked(log_dir, tp, partition_dir, records, codec, batch_records, created=created)
     if as_json:

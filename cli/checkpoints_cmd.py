@@ -24,8 +24,9 @@ from checkpoints import (
 from checkpoints.clean_shutdown import parse_clean_shutdown
 from checkpoints.kafka_uuid import uuid_to_kafka
 from checkpoints.offset_checkpoint import OFFSET_CHECKPOINT_FILES
-from cli.common import Failure, one_line_errors, refuse_links, topic_partition_argument
-from logmgr.dir_lock import LogDirLock
+from cli.common import Failure, one_line_errors, topic_partition_argument
+from cli.plan_output import echo_plan, run_plan
+from logmgr.offline.checkpoint_edit import plan_checkpoint_set
 from segments.errors import StorageFormatError
 from segments.naming import SNAPSHOT_SUFFIX
 
@@ -165,27 +166,24 @@ def show(target: Path, as_json: bool) -> None:
 @click.argument("topic_partition", metavar="TOPIC-P")
 @click.argument("offset", type=click.IntRange(min=0))
 @click.option("--force", is_flag=True, help="Also add a partition that is neither in the file nor in the dir.")
+@click.option("--dry-run", is_flag=True, help="Print the change and write nothing.")
 @one_line_errors
-def set_offset(file: Path, topic_partition: str, offset: int, force: bool) -> None:
+def set_offset(file: Path, topic_partition: str, offset: int, force: bool, dry_run: bool) -> None:
     """Set one partition's offset in an offset checkpoint file (recovery-point-offset-checkpoint,
     log-start-offset-checkpoint, replication-offset-checkpoint, cleaner-offset-checkpoint), rewriting it
-    atomically. Refuses a partition that is not in the file and has no partition dir beside it unless --force.
-    Takes the log dir's .lock: exits 3 while a broker (or another logmgr) holds it.
+    atomically; the other entries keep their values and order. Refuses a partition that is not in the file and has
+    no partition dir beside it unless --force. Takes the log dir's .lock: exits 3 while a broker (or another
+    logmgr) holds it.
 
     \b
     Example:
-        logmgr checkpoints set /var/lib/kafka/data/replication-offset-checkpoint orders-0 1200
+        logmgr checkpoints set /var/lib/kafka/data/replication-offset-checkpoint orders-0 1200 --dry-run
     """
-    if file.name not in OFFSET_CHECKPOINT_FILES:
-        raise Failure(f"{file}: not an offset checkpoint (expected one of {', '.join(OFFSET_CHECKPOINT_FILES)})")
     tp = topic_partition_argument(topic_partition)
-    checkpoint = OffsetCheckpointFile(file)
-    refuse_links(file.parent, [])
-    with LogDirLock(file.parent):
-        entries = checkpoint.read()
-        if tp not in entries and not (file.parent / str(tp)).is_dir() and not force:
-            raise Failure(f"{file}: unknown partition {tp} (not in the file, no partition dir); use --force to add it")
-        old = entries.get(tp)
-        entries[tp] = offset
-        checkpoint.write(entries)
-    click.echo(f"{file}: {tp} {'(new)' if old is None else old} -> {offset}")
+    plan = plan_checkpoint_set(file, tp, offset, force=force)
+    if dry_run:
+        echo_plan(plan, as_json=False, dry_run=True, summary=f"dry run: {plan.summary()}; nothing was changed")
+        return
+    run_plan(plan, as_json=False, label="writing")
+    if plan.empty:
+        click.echo(f"{file}: {tp} is already {offset}; nothing changed")

@@ -1,14 +1,20 @@
-"""Shared pieces of the ``logmgr`` commands: one-line errors with the documented exit codes, progress output.
+"""Shared pieces of the ``logmgr`` commands: one-line errors with the documented exit codes, the process-level
+handling of Ctrl-C and of a closed stdout, time formatting, progress output.
 
 Exit codes: 0 success, 1 problems found / operation failed, 2 usage error (click's own), 3 log dir locked by
-another process (a running broker or another logmgr).
+another process (a running broker or another logmgr), 130 interrupted (SIGINT), 141 stdout closed by its reader
+(``logmgr read ... | head``; the status a shell reports for a process ended by SIGPIPE).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import select
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +28,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_PROBLEMS = 1
 EXIT_LOCKED = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Failure(click.ClickException):
@@ -43,6 +53,9 @@ def one_line_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except BrokenPipeError:
+            # Usually stdout closed by its reader: the group's handler (LogmgrGroup) ends the process quietly.
+            raise
         except (StorageFormatError, LogmgrError, OSError, ValueError) as err:
             if click.get_current_context().find_root().params.get("debug"):
                 raise
@@ -51,6 +64,83 @@ def one_line_errors(func: F) -> F:
             raise Failure(str(err)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+class LogmgrGroup(click.Group):
+    """The ``logmgr`` group: every command runs inside one handler for what ends a process from outside.
+
+    Ctrl-C (SIGINT, ``KeyboardInterrupt`` in the main thread, wherever the command was) prints ``interrupted``
+    on stderr and exits 130, never a traceback nor click's ``Aborted!`` with exit 1 (which means "problems
+    found" here). A stdout closed by its reader (``logmgr read ... | head -1``) ends the command quietly with
+    exit 141: nothing on stderr, the unread output dropped. Commands that hold a lock release it on the way out
+    (their ``with`` blocks unwind as for any exception). Both parsing (``--help``, ``--version`` print there)
+    and the command itself are covered.
+    """
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        """Parse the group's options under :func:`process_exits`. O(args)."""
+        with process_exits():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command under :func:`process_exits`, then flush stdout so a closed pipe shows here and not
+        in the interpreter's final flush (which would print "Exception ignored"). O(1) beyond the command."""
+        with process_exits():
+            result = super().invoke(ctx)
+            sys.stdout.flush()
+            return result
+
+
+@contextlib.contextmanager
+def process_exits() -> Iterator[None]:
+    """Turn ``KeyboardInterrupt`` into "interrupted" and exit 130, and a ``BrokenPipeError`` of a closed stdout
+    into a quiet exit 141 (one of another pipe is an error: exit 1, one line). O(1)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+    except BrokenPipeError as err:
+        if not stdout_closed():
+            # A pipe of the command's own (a subprocess, a socket), not stdout: a real failure.
+            raise Failure(str(err)) from None
+        silence_stdout()
+        raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
+
+
+def stdout_closed() -> bool:
+    """Whether the reader of stdout has gone: ``poll`` reports an error (a pipe whose read end is closed) or a
+    hang-up (a socket or terminal) on its descriptor. False when stdout has no descriptor (tests). O(1)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _fd, events in poller.poll(0))
+
+
+def silence_stdout() -> None:
+    """Point stdout's descriptor at ``/dev/null``, so output still buffered is dropped at exit instead of failing
+    again with EPIPE (the recipe of Python's ``signal`` documentation). O(1)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+def format_time(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 in UTC with millisecond precision (``2024-05-01T12:00:00.123Z``); a value
+    outside the years 1-9999 (a hostile or garbled timestamp) as its integer. O(1)."""
+    try:
+        # Integer arithmetic: ms / 1000 as a float can land a hair below the millisecond and print the one before.
+        moment = _EPOCH + timedelta(milliseconds=ms)
+    except OverflowError:
+        return str(ms)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def topic_partition_argument(text: str) -> TopicPartition:

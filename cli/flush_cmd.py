@@ -1,4 +1,4 @@
-"""``logmgr flush``: fsync a log dir's partitions and write their recovery points."""
+"""``logmgr flush``: fsync a log dir's partitions to their log end and checkpoint their recovery points."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from checkpoints.offset_checkpoint import RECOVERY_POINT_CHECKPOINT_FILE, OffsetCheckpointFile
-from cli.cleanup_cmd import NO_SCHEDULED_JOBS_MS, broker_config
-from cli.common import Failure, one_line_errors, refuse_links, topic_partition_argument
-from logmgr.log_manager import LogManager
+from cli.common import Failure, one_line_errors, topic_partition_argument
+from cli.plan_output import echo_plan, run_plan
+from logmgr.offline.flush import plan_flush
+from logmgr.offline.scan import require_log_dir, scan_log_dir
 from segments.naming import TopicPartition
 
 
@@ -33,55 +33,30 @@ def _parse_partition(
     callback=_parse_partition,
     help="Flush only this partition (repeatable); default: every partition of LOGDIR.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per partition.")
+@click.option("--dry-run", is_flag=True, help="Print the plan (files to fsync, checkpoint entries) and change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan (and what was done) as one JSON object.")
 @one_line_errors
-def flush(logdir: Path, partitions: list[TopicPartition], as_json: bool) -> None:
-    """Force-flush (fsync) the partitions of LOGDIR, advance their recovery points to the log end and write the
-    recovery-point checkpoint, reporting each partition's checkpointed recovery point before and after; the dir is then closed cleanly (checkpoints and clean-shutdown marker written, as
-    a broker's shutdown leaves it). Takes the dir's .lock (exit 3 when a broker holds it); an unknown
-    --partition exits 1.
+def flush(logdir: Path, partitions: list[TopicPartition], dry_run: bool, as_json: bool) -> None:
+    """Force-flush (fsync) the partitions of LOGDIR from their recovery points to their log ends and set their
+    recovery-point checkpoint entries to the log end offsets, reporting each partition's recovery point before
+    and after. Nothing else changes (the clean-shutdown marker stays as found). The plan is made by reading only;
+    the real run takes the dir's .lock (exit 3 when a broker holds it). An unknown --partition, or a partition
+    holding invalid bytes (run recover first), exits 1 with nothing written.
 
     \b
     Example:
         logmgr flush /var/lib/kafka/data --partition orders-0 --partition orders-1
     """
-    refuse_links(logdir)
-    manager = LogManager(broker_config([logdir], None, log_initial_task_delay_ms=NO_SCHEDULED_JOBS_MS))
-    manager.startup()
-    # Read under the lock: the checkpoint as the dir held it, before this run's own checkpoint write (loading
-    # moves a log's in-memory recovery point, so the file is what tells what a crash would have recovered).
-    checkpoint = logdir / RECOVERY_POINT_CHECKPOINT_FILE
-    before = OffsetCheckpointFile(checkpoint).read() if checkpoint.exists() else {}
-    try:
-        logs = {log.topic_partition: log for log in manager.all_logs()}
-        missing = [str(tp) for tp in partitions if tp not in logs]
-        if missing:
-            raise Failure(f"{logdir}: no such partition: {', '.join(missing)}")
-        selected = (
-            [logs[tp] for tp in partitions]
-            if partitions
-            else sorted(logs.values(), key=lambda log: str(log.topic_partition))
-        )
-        for log in selected:
-            log.flush()
-        manager.checkpoint_recovery_points()
-        after = {log.topic_partition: log.recovery_point for log in selected}
-        ends = {log.topic_partition: log.log_end_offset for log in selected}
-    finally:
-        manager.shutdown()
-    for log in selected:
-        tp = log.topic_partition
-        if as_json:
-            click.echo(
-                json.dumps(
-                    {
-                        "partition": str(tp),
-                        "recoveryPointBefore": before.get(tp),
-                        "recoveryPointAfter": after[tp],
-                        "logEndOffset": ends[tp],
-                    }
-                )
-            )
-        else:
-            was = before.get(tp, "none")
-            click.echo(f"{tp}: recovery point {was} -> {after[tp]} (log end offset {ends[tp]})")
+    require_log_dir(logdir)
+    plan = plan_flush(scan_log_dir(logdir, only=set(partitions) or None))
+    summary = f"{len(plan.partitions)} partition(s): {plan.summary()}"
+    if dry_run:
+        echo_plan(plan, as_json=as_json, dry_run=True, summary=f"dry run: would flush {summary}; nothing was changed")
+        return
+    done = run_plan(plan, as_json=as_json, label="flushing")
+    if as_json:
+        click.echo(json.dumps({"dryRun": False, **plan.to_json(), "applied": [a.to_json() for a in done]}))
+        return
+    for partition in plan.partitions:
+        click.echo(f"{partition.partition}: {partition.notes[0]}")
+    click.echo(f"flushed {summary}")

@@ -1,7 +1,8 @@
 """``logmgr info``: a read-only summary of a log dir (offsets, sizes, timestamps, checkpoints, producers).
 
 Nothing here writes: segments are opened read-only and the dir's ``.lock`` is not taken, so it works next to a
-running broker (the answer is then a snapshot that may already be stale).
+running broker (the answer is then a snapshot that may already be stale). Times are ISO 8601 in UTC in the text
+output and epoch milliseconds in ``--json``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from checkpoints import (
     OffsetCheckpointFile,
     read_producer_snapshot,
 )
-from cli.common import one_line_errors
+from cli.common import EXIT_PROBLEMS, format_time, one_line_errors
 from logmgr.log_dirs import partition_dirs, readonly_segments
 from segments.naming import (
     SNAPSHOT_SUFFIX,
@@ -47,6 +49,20 @@ class PartitionInfo:
     oldestTimestamp: int | None
     newestTimestamp: int | None
     producers: int | None
+
+    def problems(self) -> list[str]:
+        """What is wrong with the partition's offsets, one sentence each. O(1).
+
+        A recovery point above the log end offset says the broker flushed records that are no longer on disk
+        (a truncated or partly copied dir): Kafka's ``LogLoader`` silently lowers it to the log end offset.
+        """
+        if self.recoveryPoint is not None and self.recoveryPoint > self.logEndOffset:
+            return [
+                f"recovery point {self.recoveryPoint} (from {RECOVERY_POINT_CHECKPOINT_FILE}) is above the log end "
+                f"offset {self.logEndOffset}: records the broker had flushed are missing (Kafka would lower the "
+                f"recovery point to {self.logEndOffset} on load)"
+            ]
+        return []
 
 
 def partition_info(
@@ -125,9 +141,21 @@ class LogDirInfo:
     partitions: list[PartitionInfo]
     totals: dict[str, int]
 
+    def problems(self) -> list[dict[str, object]]:
+        """Every partition's problems (:meth:`PartitionInfo.problems`) as ``{"topic", "partition", "error"}``.
+        O(partitions)."""
+        return [
+            {"topic": p.topic, "partition": p.partition, "error": error} for p in self.partitions for error in p.problems()
+        ]
+
     def to_dict(self) -> dict[str, object]:
         """The ``--json`` form. O(partitions)."""
-        return {"logDir": str(self.log_dir), "partitions": [asdict(p) for p in self.partitions], "totals": self.totals}
+        return {
+            "logDir": str(self.log_dir),
+            "partitions": [asdict(p) for p in self.partitions],
+            "totals": self.totals,
+            "problems": self.problems(),
+        }
 
 
 def log_dir_info(log_dir: Path) -> LogDirInfo:
@@ -159,6 +187,10 @@ def _text(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
+def _time_text(value: int | None) -> str:
+    return "-" if value is None else format_time(value)
+
+
 @click.command()
 @click.argument("log_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: partitions, totals, disk usage.")
@@ -166,7 +198,9 @@ def _text(value: int | None) -> str:
 def info(log_dir: Path, as_json: bool) -> None:
     """Summarize a log dir without changing it: per partition the segments, size, records, log start and end
     offsets, recovery point, high watermark (replication-offset-checkpoint), oldest and newest timestamps and
-    producers in the latest producer snapshot; then totals and the dir's disk usage. Takes no lock.
+    producers in the latest producer snapshot; then totals and the dir's disk usage. Times are ISO 8601 UTC
+    (epoch ms with --json). Takes no lock. Exits 1 when a partition's recovery point is above its log end offset
+    (flushed records missing).
 
     \b
     Example:
@@ -175,15 +209,27 @@ def info(log_dir: Path, as_json: bool) -> None:
     report = log_dir_info(log_dir)
     if as_json:
         click.echo(json.dumps(report.to_dict()))
-        return
+    else:
+        _print_text(report)
+    if report.problems():
+        sys.exit(EXIT_PROBLEMS)
+
+
+def _print_text(report: LogDirInfo) -> None:
+    """The table, the totals line and one line per problem. O(partitions)."""
     header = ("PARTITION", "SEGS", "SIZE", "RECORDS", "START", "END", "RECOVERY", "HW", "OLDEST", "NEWEST", "PRODS")
     rows: list[tuple[str, ...]] = [header]
     for p in report.partitions:
-        values = (
-            p.segments, p.size, p.records, p.logStartOffset, p.logEndOffset, p.recoveryPoint, p.highWatermark,
-            p.oldestTimestamp, p.newestTimestamp, p.producers,
+        offsets = (p.segments, p.size, p.records, p.logStartOffset, p.logEndOffset, p.recoveryPoint, p.highWatermark)
+        rows.append(
+            (
+                f"{p.topic}-{p.partition}",
+                *(_text(v) for v in offsets),
+                _time_text(p.oldestTimestamp),
+                _time_text(p.newestTimestamp),
+                _text(p.producers),
+            )
         )
-        rows.append((f"{p.topic}-{p.partition}", *(_text(v) for v in values)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for row in rows:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
@@ -191,3 +237,5 @@ def info(log_dir: Path, as_json: bool) -> None:
         "total: {partitions} partitions, {segments} segments, {size} bytes, {records} records; "
         "disk usage {diskUsage} bytes".format(**report.totals)
     )
+    for problem in report.problems():
+        click.echo(f"{problem['topic']}-{problem['partition']}: {problem['error']}")

@@ -1,8 +1,8 @@
 """``logmgr``: an operator's toolbox for Kafka data directories.
 
-Exit codes: 0 success, 1 problems found or operation failed, 2 usage error, 3 log dir locked by another process.
-Errors are one line on stderr; ``--debug``
-shows the traceback instead.
+Exit codes: 0 success, 1 problems found or operation failed, 2 usage error, 3 log dir locked by another process,
+130 interrupted (Ctrl-C), 141 stdout closed by its reader. Errors are one line on stderr; ``--debug`` shows the
+traceback instead (never for an interrupt or a closed stdout, which are not errors of logmgr).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import click
 from cli.append_cmd import append
 from cli.checkpoints_cmd import checkpoints
 from cli.cleanup_cmd import cleanup
-from cli.common import ProgressBar, one_line_errors
+from cli.common import Failure, LogmgrGroup, ProgressBar, one_line_errors
+from cli.configs_cmd import configs
 from cli.dump_cmd import dump
 from cli.export_cmd import export
 from cli.flush_cmd import flush
@@ -26,10 +27,10 @@ from cli.read_cmd import read
 from cli.recover_cmd import recover
 from cli.reindex_cmd import reindex
 from cli.serve_cmd import serve
-from logmgr.verify import verify_paths
+from logmgr.verify import NO_KAFKA_DATA_ERRORS, verify_paths
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LogmgrGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.version_option(package_name="logmgr")
 def main(debug: bool) -> None:
@@ -59,7 +60,8 @@ def _files_under(paths: tuple[Path, ...]) -> list[Path]:
 @one_line_errors
 def verify(paths: tuple[Path, ...], as_json: bool) -> None:
     """Verify log dirs, partition dirs or single files: every batch CRC and record, every index, snapshot and
-    checkpoint. Exits 0 when clean, 1 when problems are found.
+    checkpoint. Exits 0 when clean, 1 when problems are found or a path holds no Kafka data (a text file, an
+    empty dir). An index without its .log is a warning (Kafka deletes it on load), not a problem.
 
     \b
     Examples:
@@ -78,13 +80,19 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
         report = verify_paths(paths, progress=progress)
     if as_json:
         click.echo(json.dumps(report.to_dict()))
+    elif len(empty := [p for p in report.problems if p.error in NO_KAFKA_DATA_ERRORS]) == len(paths):
+        # No path holds Kafka data, so there is nothing to report on: an error, not "OK: 0 files".
+        raise Failure("; ".join(str(problem) for problem in empty))
     else:
         for problem in report.problems:
             click.echo(str(problem))
+        for warning in report.warnings:
+            click.echo(f"warning: {warning}")
         status = "OK" if report.ok else f"{len(report.problems)} problem(s)"
+        warned = f", {len(report.warnings)} warning(s)" if report.warnings else ""
         click.echo(
             f"{status}: {report.files} files, {report.segments} segments, {report.batches} batches, "
-            f"{report.records} records, {report.bytes} bytes"
+            f"{report.records} records, {report.bytes} bytes{warned}"
         )
     if not report.ok:
         sys.exit(1)
@@ -100,4 +108,10 @@ main.add_command(cleanup)
 main.add_command(recover)
 main.add_command(serve)
 main.add_command(export)
+main.add_command(configs)
 main.add_command(reindex)
+
+
+if __name__ == "__main__":
+    # ``python -m cli.main``: the same process as the installed ``logmgr`` script.
+    main(prog_name="logmgr")

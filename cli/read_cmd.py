@@ -13,6 +13,7 @@ import click
 
 from checkpoints import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from cli.common import Failure, one_line_errors, topic_partition_argument
+from logmgr.errors import OffsetOutOfRangeError
 from logmgr.log_dirs import readonly_segments
 from segments.log_segment import LogSegment
 from segments.naming import TopicPartition
@@ -111,17 +112,48 @@ def _utf8_headers(record: Record) -> list[list[str | None]] | None:
         return None
 
 
+def _offset_option(ctx: click.Context, param: click.Parameter, value: str | None) -> int | str | None:
+    """kafka-console-consumer's ``--offset``: a non-negative number, ``earliest`` or ``latest``."""
+    if value is None or value in ("earliest", "latest"):
+        return value
+    try:
+        offset = int(value)
+    except ValueError:
+        offset = -1
+    if offset < 0:
+        raise click.BadParameter(f"{value!r} is not a non-negative offset, 'earliest' or 'latest'")
+    return offset
+
+
+def log_end_offset(segments: list[LogSegment], log_start: int) -> int:
+    """The next offset after the last batch, at least ``log_start`` (a log whose start offset passed its last
+    segment is empty there, as Kafka's LogLoader makes it). O(bytes after the last segment's last index entry)."""
+    return max(segments[-1].read_next_offset(), log_start) if segments else log_start
+
+
 @click.command()
 @click.argument("log_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("topic_partition", metavar="TOPIC-P")
 @click.option(
+    "--offset",
     "--from-offset",
-    type=click.IntRange(min=0),
-    help="First offset to print (default and minimum: the log start offset of log-start-offset-checkpoint).",
+    "offset",
+    callback=_offset_option,
+    metavar="N|earliest|latest",
+    help="First offset to print: a number, earliest (the default: the log start offset of "
+    "log-start-offset-checkpoint, also the minimum) or latest (the log end offset).",
 )
 @click.option("--from-time", help="Start at the first record with this timestamp or later (ISO 8601 or epoch ms).")
-@click.option("--max", "max_records", type=click.IntRange(min=0), help="Print at most this many records.")
-@click.option("--committed", is_flag=True, help="read_committed: skip aborted records, stop at open transactions.")
+@click.option(
+    "--max-messages", "--max", "max_records", type=click.IntRange(min=0), help="Print at most this many records."
+)
+@click.option(
+    "--isolation-level",
+    type=click.Choice(["read_uncommitted", "read_committed"]),
+    help="read_committed skips aborted records and stops at the first open transaction (the last stable "
+    "offset); read_uncommitted (the default) prints every record.",
+)
+@click.option("--committed", is_flag=True, help="The same as --isolation-level read_committed.")
 @click.option(
     "--decode",
     type=click.Choice(["utf8", "base64"]),
@@ -133,23 +165,32 @@ def _utf8_headers(record: Record) -> list[list[str | None]] | None:
 def read(
     log_dir: Path,
     topic_partition: str,
-    from_offset: int | None,
+    offset: int | str | None,
     from_time: str | None,
     max_records: int | None,
+    isolation_level: str | None,
     committed: bool,
     decode: str,
 ) -> None:
     """Print the records of a partition as JSON lines (topic, partition, offset, timestamp, timestampType, key,
     value, headers), the shape `logmgr append` reads. Control records are skipped. Read-only: segments are
-    opened without the lock and nothing is written, so the tail of a live log may be partial.
+    opened without the lock and nothing is written, so the tail of a live log may be partial. Options are
+    kafka-console-consumer's (--offset, --max-messages, --isolation-level); --from-offset, --max and
+    --committed are the same options' older names.
+
+    A read that prints no record says why on stderr (exit 0); a start beyond the log end offset is Kafka's
+    OffsetOutOfRange (exit 1).
 
     \b
     Examples:
-        logmgr read /var/lib/kafka/data orders-0 --from-offset 100 --max 10
-        logmgr read /var/lib/kafka/data orders-0 --from-time 2024-05-01T12:00:00Z --committed
+        logmgr read /var/lib/kafka/data orders-0 --offset 100 --max-messages 10
+        logmgr read /var/lib/kafka/data orders-0 --from-time 2024-05-01T12:00:00Z --isolation-level read_committed
     """
-    if from_offset is not None and from_time is not None:
-        raise click.UsageError("--from-offset and --from-time exclude each other")
+    if offset is not None and from_time is not None:
+        raise click.UsageError("--offset and --from-time exclude each other")
+    if committed and isolation_level == "read_uncommitted":
+        raise click.UsageError("--committed and --isolation-level read_uncommitted exclude each other")
+    read_committed = committed or isolation_level == "read_committed"
     tp = topic_partition_argument(topic_partition)
     partition_dir = log_dir / str(tp)
     if partition_dir.is_symlink():
@@ -162,14 +203,26 @@ def read(
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="--from-time") from None
     # Offsets below the checkpointed log start are logically deleted even while their segment remains.
-    log_start = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read().get(tp, 0)
-    start = max(from_offset or 0, log_start)
+    checkpointed_start = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read().get(tp, 0)
     printed = 0
     with readonly_segments(partition_dir) as segments:
+        # As a log load does: the log starts no lower than its first segment.
+        log_start = max(checkpointed_start, segments[0].base_offset) if segments else checkpointed_start
+        end = log_end_offset(segments, log_start)
+        start = end if offset == "latest" else max(offset if isinstance(offset, int) else 0, log_start)
+        if start > end:
+            raise OffsetOutOfRangeError(
+                f"{tp}: offset {start} is out of range (OffsetOutOfRange: the requested offset is not within the "
+                f"range of offsets of the log, log start offset {log_start}, log end offset {end})"
+            )
         markers: dict[int, list[tuple[int, bool]]] = {}
         stable_end: int | None = None
-        if committed:
-            markers, stable_end = transaction_outcomes(_walk(segments, start))
+        if read_committed:
+            # From the log's first batch on disk, not from ``start``: a transaction opened before ``start`` and
+            # still open holds the last stable offset below it (Kafka's firstUnstableOffset, raised to the log
+            # start), so read_committed has nothing to give there.
+            markers, open_first = transaction_outcomes(_walk(segments, 0))
+            stable_end = None if open_first is None else max(open_first, log_start)
         for batch in _walk(segments, start):
             if max_records is not None and printed >= max_records:
                 break
@@ -177,7 +230,7 @@ def read(
                 break
             if batch.is_control or (min_time is not None and batch.max_timestamp < min_time):
                 continue
-            if committed and batch.is_transactional and _aborted(batch, markers):
+            if read_committed and batch.is_transactional and _aborted(batch, markers):
                 continue
             for record in batch.records():
                 if record.offset < start or (min_time is not None and record.timestamp < min_time):
@@ -188,3 +241,16 @@ def read(
                 printed += 1
                 if max_records is not None and printed >= max_records:
                     break
+    if printed == 0 and max_records != 0:
+        # An empty stdout alone cannot tell "nothing there" from "wrong partition or offset".
+        click.echo(_nothing_read(start, end, from_time, stable_end), err=True)
+
+
+def _nothing_read(start: int, end: int, from_time: str | None, stable_end: int | None) -> str:
+    """The stderr line of a read that printed no record. O(1)."""
+    what = f"no records at or after offset {start}"
+    if from_time is not None:
+        what += f" with a timestamp at or after {from_time}"
+    if stable_end is not None:
+        what += f" before the first open transaction (last stable offset {stable_end})"
+    return f"{what}; log end offset is {end}"

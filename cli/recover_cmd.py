@@ -8,9 +8,8 @@ from pathlib import Path
 
 import click
 
-from cli.common import one_line_errors, refuse_links
-from logmgr.dir_lock import LogDirLock
-from logmgr.offline.plan import Action, apply_plan
+from cli.common import one_line_errors
+from cli.plan_output import echo_plan, run_plan
 from logmgr.offline.recovery import RecoveryPlan, plan_recovery
 from logmgr.offline.scan import scan_log_dir
 
@@ -19,29 +18,6 @@ def _plan(logdir: Path, full: bool, index_interval_bytes: int) -> RecoveryPlan:
     return plan_recovery(
         scan_log_dir(logdir, lenient=True), full=full, index_interval_bytes=index_interval_bytes
     )
-
-
-def _echo_plan(recovery: RecoveryPlan, as_json: bool) -> None:
-    if as_json:
-        click.echo(json.dumps(recovery.plan.to_json()))
-        return
-    for line in recovery.plan.describe():
-        click.echo(line)
-    if recovery.plan.empty:
-        click.echo("nothing to change")
-
-
-def _echo_summary(recovery: RecoveryPlan, as_json: bool, *, dry_run: bool) -> None:
-    if as_json:
-        summary = {
-            "dryRun": dry_run,
-            "recoveredSegments": recovery.recovered_segments,
-            "truncatedBytes": recovery.truncated_bytes,
-            "deletedFiles": recovery.deleted_files,
-        }
-        click.echo(json.dumps({"summary": summary}))
-    else:
-        click.echo(("would have: " if dry_run else "done: ") + recovery.summary())
 
 
 @click.command()
@@ -59,7 +35,7 @@ def _echo_summary(recovery: RecoveryPlan, as_json: bool, *, dry_run: bool) -> No
     "--json",
     "as_json",
     is_flag=True,
-    help="The plan as one JSON object, then one JSON line per action applied, then a summary line.",
+    help="One JSON object: the plan, the actions applied (real run) and the counts.",
 )
 @one_line_errors
 def recover(logdir: Path, dry_run: bool, full: bool, index_interval_bytes: int, as_json: bool) -> None:
@@ -68,28 +44,36 @@ def recover(logdir: Path, dry_run: bool, full: bool, index_interval_bytes: int, 
     (no clean-shutdown marker), recover every segment from the recovery point on (cutting torn tails, dropping
     the segments after a cut); then fix leader-epoch-checkpoint, producer snapshots above the log end and the
     recovery points. The plan is printed first, then each action as it completes. Takes the dir's .lock (exit 3
-    when a broker holds it); the clean-shutdown marker is never written.
+    when a broker holds it). The clean-shutdown marker is never written (--full deletes it when it changes the
+    data of a dir marked clean).
 
     \b
     Examples:
         logmgr recover /var/lib/kafka/data --dry-run
         logmgr recover /var/lib/kafka/data --full --json
     """
-    if dry_run:
-        recovery = _plan(logdir, full, index_interval_bytes)
-        _echo_plan(recovery, as_json)
-        _echo_summary(recovery, as_json, dry_run=True)
+    recovery = _plan(logdir, full, index_interval_bytes)
+    counts = {
+        "recoveredSegments": recovery.recovered_segments,
+        "truncatedBytes": recovery.truncated_bytes,
+        "deletedFiles": recovery.deleted_files,
+    }
+    if as_json:
+        if dry_run:
+            click.echo(json.dumps({"dryRun": True, **recovery.plan.to_json(), **counts}))
+            return
+        done = run_plan(recovery.plan, as_json=True, label="recovering")
+        applied = [action.to_json() for action in done]
+        click.echo(json.dumps({"dryRun": False, **recovery.plan.to_json(), "applied": applied, **counts}))
         return
-    refuse_links(logdir)
-
-    def done(action: Action) -> None:
-        if as_json:
-            click.echo(json.dumps({"done": action.to_json()}))
-        else:
-            click.echo(f"done: {action.describe()}")
-
-    with LogDirLock(logdir):
-        recovery = _plan(logdir, full, index_interval_bytes)
-        _echo_plan(recovery, as_json)
-        apply_plan(recovery.plan, on_action=done)
-    _echo_summary(recovery, as_json, dry_run=False)
+    if dry_run:
+        echo_plan(
+            recovery.plan,
+            as_json=False,
+            dry_run=True,
+            summary=f"dry run: would have {recovery.summary()}; nothing was changed",
+        )
+        return
+    echo_plan(recovery.plan, as_json=False, dry_run=False, summary=f"plan: {recovery.summary()}")
+    run_plan(recovery.plan, as_json=False, label="recovering")
+    click.echo(f"done: {recovery.summary()}")

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from cli.common import Failure, ProgressBar, one_line_errors, refuse_links
+from cli.plan_output import echo_plan
 from logmgr.dir_lock import LogDirLock
 from logmgr.offline.plan import Action, RebuildIndexes, apply_plan
 from logmgr.reindex import ReindexReport, find_logs, plan_reindex
@@ -33,7 +35,7 @@ _ENTRY_SIZES = {".index": 8, ".timeindex": 12, ".txnindex": 34}
     "--json",
     "as_json",
     is_flag=True,
-    help="Print JSON: the plan and one line per file (in place), or one object per segment (--out).",
+    help="In place: one JSON object (the plan, the actions applied, per file what changed); --out: one per segment.",
 )
 @one_line_errors
 def reindex(target: Path, out: Path | None, index_interval_bytes: int, dry_run: bool, as_json: bool) -> None:
@@ -61,29 +63,42 @@ def reindex(target: Path, out: Path | None, index_interval_bytes: int, dry_run: 
     if partition_dir.is_symlink():
         # The lock taken would be the link's dir's, not the one of the dir written into.
         raise Failure(f"{partition_dir} is a symbolic link: reindex the directory it points to")
+    plan = plan_reindex(target, index_interval_bytes=index_interval_bytes)
+    summary = f"{len(plan.partitions[0].actions)} segment(s) to reindex"
     if dry_run:
-        plan = plan_reindex(target, index_interval_bytes=index_interval_bytes)
-        click.echo(json.dumps(plan.to_json()) if as_json else "\n".join(plan.describe()))
+        echo_plan(plan, as_json=as_json, dry_run=True, summary=f"dry run: {summary}; nothing was changed")
     else:
         refuse_links(partition_dir.parent, [partition_dir])
+        if not as_json:
+            echo_plan(plan, as_json=False, dry_run=False, summary=f"plan: {summary}")
         with LogDirLock(partition_dir.parent):
-            plan = plan_reindex(target, index_interval_bytes=index_interval_bytes)
-            click.echo(json.dumps(plan.to_json()) if as_json else "\n".join(plan.describe()))
             before = {p.name: p.read_bytes() for p in partition_dir.iterdir() if p.suffix in _ENTRY_SIZES}
+            changes: list[dict[str, Any]] = []
 
             def done(action: Action) -> None:
                 if isinstance(action, RebuildIndexes):
-                    for line in _changes(partition_dir, action.base_offset, before, as_json):
-                        click.echo(line)
+                    found = _changes(partition_dir, action.base_offset, before)
+                    changes.extend(found)
+                    if not as_json:
+                        for change in found:
+                            click.echo(_describe(change))
 
-            apply_plan(plan, on_action=done)
+            applied = apply_plan(plan, on_action=done).done
+        if as_json:
+            result = {
+                "dryRun": False,
+                **plan.to_json(),
+                "applied": [a.to_json() for a in applied],
+                "files": changes,
+            }
+            click.echo(json.dumps(result))
     if plan.warnings:
         sys.exit(1)
 
 
-def _changes(partition_dir: Path, base: int, before: dict[str, bytes], as_json: bool) -> list[str]:
-    """One line per index file of the segment: entries and bytes before and after, or unchanged. O(files)."""
-    lines = []
+def _changes(partition_dir: Path, base: int, before: dict[str, bytes]) -> list[dict[str, Any]]:
+    """Per index file of the segment: bytes before and after, entries after, whether it changed. O(files)."""
+    changes = []
     for suffix, entry_size in _ENTRY_SIZES.items():
         name = filename_prefix_from_offset(base) + suffix
         path = partition_dir / name
@@ -91,28 +106,26 @@ def _changes(partition_dir: Path, base: int, before: dict[str, bytes], as_json: 
         new = path.read_bytes() if path.exists() else None
         if old is None and new is None:
             continue
-        if as_json:
-            lines.append(
-                json.dumps(
-                    {
-                        "file": str(path),
-                        "bytesBefore": None if old is None else len(old),
-                        "bytesAfter": None if new is None else len(new),
-                        "entriesAfter": None if new is None else len(new) // entry_size,
-                        "changed": old != new,
-                    }
-                )
-            )
-        elif old == new:
-            assert new is not None
-            lines.append(f"{path}: unchanged ({len(new)} B, {len(new) // entry_size} entries)")
-        elif new is None:
-            assert old is not None
-            lines.append(f"{path}: removed ({len(old)} B; no aborted transaction in the segment)")
-        else:
-            was = "absent" if old is None else f"{len(old)} B"
-            lines.append(f"{path}: {was} -> {len(new)} B ({len(new) // entry_size} entries)")
-    return lines
+        changes.append(
+            {
+                "file": str(path),
+                "bytesBefore": None if old is None else len(old),
+                "bytesAfter": None if new is None else len(new),
+                "entriesAfter": None if new is None else len(new) // entry_size,
+                "changed": old != new,
+            }
+        )
+    return changes
+
+
+def _describe(change: dict[str, Any]) -> str:
+    before, after, entries = change["bytesBefore"], change["bytesAfter"], change["entriesAfter"]
+    if not change["changed"]:
+        return f"{change['file']}: unchanged ({after} B, {entries} entries)"
+    if after is None:
+        return f"{change['file']}: removed ({before} B; no aborted transaction in the segment)"
+    was = "absent" if before is None else f"{before} B"
+    return f"{change['file']}: {was} -> {after} B ({entries} entries)"
 
 
 def _reindex_out(target: Path, out: Path, index_interval_bytes: int, as_json: bool) -> ReindexReport:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
@@ -15,8 +16,8 @@ from typing import Any
 
 import click
 
-from cli.cleanup_cmd import INTERNAL_TOPIC_OVERRIDES, broker_config
-from cli.common import one_line_errors, refuse_links
+from cli.common import Failure, one_line_errors, refuse_links
+from cli.config_options import ConfigOptions, build_resolver, topic_config_options
 from logmgr.log_manager import CleanupReport, LogManager
 from logmgr.scheduler import ApsScheduler
 from logmgr.segment_deleter import DeletionRun
@@ -194,44 +195,50 @@ def start_status_server(manager: LogManager, totals: JobTotals, port: int) -> Th
 
 @click.command()
 @click.argument("logdirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A broker server.properties: job intervals, retention and flush settings (log.dirs is ignored).",
-)
+@topic_config_options
 @click.option(
     "--status-port",
     type=click.IntRange(min=0, max=65535),
     help="Serve GET /status (JSON) and GET /metrics (Prometheus) on 127.0.0.1 at this port (0: any free port).",
 )
+@click.option("--create", is_flag=True, help="Create the log dirs that do not exist (as a broker does).")
 @one_line_errors
-def serve(logdirs: tuple[Path, ...], config_file: Path | None, status_port: int | None) -> None:
+def serve(logdirs: tuple[Path, ...], config_options: ConfigOptions, status_port: int | None, create: bool) -> None:
     """Run a LogManager over LOGDIR... with every scheduled job (retention, flusher, checkpoints, segment
     deletion, producer expiration) in the foreground, logging each job run on stderr. SIGINT or SIGTERM stops
-    it cleanly: jobs finish, logs are flushed, checkpoints and the clean-shutdown marker are written. Takes each
-    dir's .lock (exit 3 when a broker holds one).
+    it cleanly: jobs finish, logs are flushed, checkpoints and the clean-shutdown marker are written; the exit
+    code is then 0 after SIGTERM, 130 after SIGINT (as every command interrupted by Ctrl-C). Takes each dir's
+    .lock (exit 3 when a broker holds one). A missing LOGDIR is refused (exit 1) unless --create is given, so a
+    typo never starts an empty broker dir. Topic configs come from the dirs' KRaft metadata, --config
+    (server.properties: also job intervals, retention and flush settings; log.dirs is ignored) and
+    --topic-config/--topic-configs (see `logmgr configs`).
 
     \b
     Example:
         logmgr serve /var/lib/kafka/data --config /etc/kafka/server.properties --status-port 9404
     """
+    missing = [str(logdir) for logdir in logdirs if not logdir.exists()]
+    if missing and not create:
+        raise Failure(f"no such log dir: {', '.join(missing)} (use --create to create it)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for logdir in logdirs:
         if logdir.is_dir():
             refuse_links(logdir)
+    totals = JobTotals()
+    resolver = build_resolver([d for d in logdirs if d.is_dir()], config_options)
+    manager = LogManager(
+        dataclasses.replace(resolver.broker(), log_dirs=tuple(str(d) for d in logdirs)),
+        topic_overrides=resolver.topic_overrides(),
+        scheduler=LoggingScheduler(totals),
+    )
     stop = threading.Event()
+    stopped_by: list[int] = []
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
+        stopped_by.append(signum)
         stop.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    totals = JobTotals()
-    manager = LogManager(
-        broker_config(logdirs, config_file),
-        topic_overrides=INTERNAL_TOPIC_OVERRIDES,
-        scheduler=LoggingScheduler(totals),
-    )
     server: ThreadingHTTPServer | None = None
     try:
         manager.startup()
@@ -252,3 +259,6 @@ def serve(logdirs: tuple[Path, ...], config_file: Path | None, status_port: int 
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     logger.info("stopped cleanly")
+    if stopped_by[:1] == [signal.SIGINT]:
+        # Stopped cleanly, yet by Ctrl-C: the shared handler (LogmgrGroup) reports it as every command does.
+        raise KeyboardInterrupt

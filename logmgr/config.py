@@ -579,6 +579,20 @@ def load_server_properties(path: str | PathLike[str]) -> BrokerConfig:
     keys wins). Invalid values raise :class:`ConfigError` naming the key, the file and the line; a malformed
     escape raises one whose key is the file. ``OSError`` if the file cannot be read.
     """
+    props, line_of = read_properties(path)
+    try:
+        return BrokerConfig.from_properties(props)
+    except ConfigError as err:
+        where = f"{path}, line {line_of[err.key]}" if err.key in line_of else str(path)
+        raise ConfigError(err.key, f"{err.message} ({where})") from None
+
+
+def read_properties(path: str | PathLike[str]) -> tuple[dict[str, str], dict[str, int]]:
+    """``(key -> value, key -> line number)`` of a Java properties file, read as ``Properties.load`` reads it (see
+    :func:`load_server_properties`; the last of repeated keys wins, and its line is the one kept). O(file size).
+
+    A malformed escape raises :class:`ConfigError` whose key is the file; ``OSError`` if it cannot be read.
+    """
     with open(path, "rb") as source:
         text = source.read().decode("latin-1")
     props: dict[str, str] = {}
@@ -592,8 +606,88 @@ def load_server_properties(path: str | PathLike[str]) -> BrokerConfig:
             raise ConfigError(str(path), f"line {number}: {err}") from None
         props[key] = value
         line_of[key] = number
-    try:
-        return BrokerConfig.from_properties(props)
-    except ConfigError as err:
-        where = f"{path}, line {line_of[err.key]}" if err.key in line_of else str(path)
-        raise ConfigError(err.key, f"{err.message} ({where})") from None
+    return props, line_of
+
+
+# Every topic-level config name Kafka defines (TopicConfig, LogConfig's ConfigDef, the replication throttles of
+# QuotaConfig), including the ones later versions removed: a cluster upgraded from them may still store them.
+# logmgr uses the LogConfig keys; the rest are valid Kafka topic configs it has no use for.
+KAFKA_TOPIC_CONFIG_NAMES: frozenset[str] = frozenset(
+    {
+        "cleanup.policy",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.type",
+        "compression.zstd.level",
+        "delete.retention.ms",
+        "file.delete.delay.ms",
+        "flush.messages",
+        "flush.ms",
+        "follower.replication.throttled.replicas",
+        "index.interval.bytes",
+        "leader.replication.throttled.replicas",
+        "local.retention.bytes",
+        "local.retention.ms",
+        "max.compaction.lag.ms",
+        "max.message.bytes",
+        "message.downconversion.enable",
+        "message.format.version",
+        "message.timestamp.after.max.ms",
+        "message.timestamp.before.max.ms",
+        "message.timestamp.difference.max.ms",
+        "message.timestamp.type",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
+        "min.insync.replicas",
+        "preallocate",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
+        "remote.storage.enable",
+        "retention.bytes",
+        "retention.ms",
+        "segment.bytes",
+        "segment.index.bytes",
+        "segment.jitter.ms",
+        "segment.ms",
+        "unclean.leader.election.enable",
+    }
+)
+
+LOG_CONFIG_KEYS: tuple[str, ...] = tuple(spec.key for spec in _LOG_SPECS.values())
+"""The topic configs logmgr applies (:class:`LogConfig`'s keys), in declaration order."""
+
+BROKER_CONFIG_KEYS: tuple[str, ...] = tuple(spec.key for spec in _BROKER_SPECS.values())
+"""The broker settings :class:`BrokerConfig` holds (the first key of each synonym chain), in declaration order."""
+
+TOPIC_KEY_OF_BROKER_KEY: Mapping[str, str] = {value: key for key, value in _BROKER_KEY_OF_TOPIC_KEY.items()}
+"""Broker key -> the topic config it is the default of (``log.retention.ms`` -> ``retention.ms``)."""
+
+DYNAMIC_BROKER_LOG_KEYS: frozenset[str] = frozenset(TOPIC_KEY_OF_BROKER_KEY)
+"""The broker log settings Kafka lets a dynamic broker config change (DynamicLogConfig.ReconfigurableConfigs: the
+first synonym of each topic config; ``log.retention.hours`` and the other fallbacks are static only)."""
+
+
+def broker_setting_keys(props: ConfigProperties) -> dict[str, str]:
+    """``broker key -> the key of props that sets it`` for every :class:`BrokerConfig` setting ``props`` sets, as
+    :meth:`BrokerConfig.from_properties` picks it (``log.retention.ms`` -> ``log.retention.hours`` when only the
+    hours are given). O(number of settings)."""
+    keys: dict[str, str] = {}
+    for name, spec in _BROKER_SPECS.items():
+        chain = [chained.key for chained, _ in _RESOLVED[name]] if name in _RESOLVED else [spec.key]
+        present = next((key for key in chain if key in props), None)
+        if present is not None:
+            keys[spec.key] = present
+    return keys
+
+
+def config_values(config: LogConfig | BrokerConfig) -> dict[str, Any]:
+    """``Kafka key -> typed value`` of every setting (lists as lists, hours sorted, unset optional ones as None),
+    for JSON output. O(number of settings)."""
+    specs = _LOG_SPECS if isinstance(config, LogConfig) else _BROKER_SPECS
+    values: dict[str, Any] = {}
+    for name, spec in specs.items():
+        value = getattr(config, name)
+        values[spec.key] = sorted(value) if isinstance(value, frozenset) else (
+            list(value) if isinstance(value, tuple) else value
+        )
+    return values

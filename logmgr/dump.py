@@ -12,13 +12,23 @@ file, on stderr. Unlike Kafka, corrupt input never stops the run: the error is r
 position, the dump goes on with the next batch or file, and the line carries ``problem=True`` so a caller can
 fail at the end. Deliberate differences from Kafka: reports list pairs in file order (Kafka's come out reversed
 and in hash order across files); an index whose ``.log`` is missing still has its entries printed; a position
-in an offset index that holds no complete batch is reported as a mismatch with log offset -1 instead of a crash.
+in an offset index that holds no complete batch is reported as a mismatch with log offset -1 instead of a crash
+(one holding a batch above ``max_message_size`` is an error); a record a decoder cannot parse where Kafka's parser
+throws is an error naming the batch and record offset; ``index_sanity_only`` also fails an index shorter than
+one entry, which Kafka's tool calls empty.
+
+:class:`DumpOptions` carries kafka-dump-log's options: the decoders (``segments.record_decoders``, Kafka's
+``MessageParser`` strings), ``skip_record_metadata``, ``max_bytes``, ``index_sanity_only``,
+``verify_index_only``, ``max_message_size``. KRaft control records are read by the schema engine
+(``segments.kafka_messages``) and printed as Kafka's JSON converters write them.
 
 With ``as_json`` every stdout line is one dict with a ``type``: ``file`` (``path``, ``kind`` and what the name
 carries), ``batch`` (:func:`segments.describe.batch_summary` + ``isValid``), ``record``
 (:func:`segments.describe.record_summary` + ``keySize``, ``valueSize``, ``headerKeys``; ``key``, ``value`` and
-``headers`` (base64) only with ``print_data_log``; ``isValid`` for magic 0/1; ``controlData`` for KRaft control
-records), ``indexEntry``, ``timeIndexEntry``, ``abortedTxn``, ``producerSnapshotEntry``,
+``headers`` (base64) only with ``print_data_log`` or a decoder; ``decodedKey`` and ``decodedPayload`` with a
+decoder, Kafka's JSON as JSON values and text formats as strings; ``isValid`` for magic 0/1; ``controlData`` for
+KRaft control records; only ``type``, ``offset`` and those data fields under ``skip_record_metadata``),
+``indexEntry``, ``timeIndexEntry``, ``sanityCheckPassed``, ``abortedTxn``, ``producerSnapshotEntry``,
 ``offsetCheckpointEntry``, ``leaderEpochEntry``, ``partitionMetadata``, ``metaProperties``, ``cleanShutdown``,
 ``invalidBytes``, ``error`` (also written as text on stderr) and the final reports ``indexMismatch``,
 ``timeIndexMismatch``, ``timeIndexOutOfOrder``, ``timeIndexOffsetNotFound``, ``nonConsecutiveOffsets``.
@@ -27,13 +37,13 @@ records), ``indexEntry``, ``timeIndexEntry``, ``abortedTxn``, ``producerSnapshot
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
 import struct
-import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from checkpoints.clean_shutdown import CLEAN_SHUTDOWN_FILE, parse_clean_shutdown
 from checkpoints.kafka_uuid import uuid_to_kafka
@@ -42,10 +52,12 @@ from checkpoints.meta_properties import META_PROPERTIES_FILE, parse_meta_propert
 from checkpoints.offset_checkpoint import OFFSET_CHECKPOINT_FILES, parse_offset_checkpoint
 from checkpoints.partition_metadata import PARTITION_METADATA_FILE, parse_partition_metadata
 from checkpoints.producer_snapshot import ProducerSnapshotEntry, parse_producer_snapshot
+from segments import kafka_schemas
 from segments.compression import CompressionType
 from segments.describe import batch_summary, control_info, record_summary
-from segments.errors import CorruptRecordError, InvalidOffsetError, StorageFormatError
+from segments.errors import CorruptRecordError, InvalidOffsetError, RecordTooLargeError, StorageFormatError
 from segments.file_records import FileBatch, FileRecords
+from segments.kafka_messages import MessageFormatError, json_text, message_json, read_message
 from segments.legacy import RECORD_OVERHEAD_V0
 from segments.naming import (
     CHECKPOINT_SUFFIX,
@@ -58,6 +70,11 @@ from segments.naming import (
     parse_kraft_snapshot_name,
 )
 from segments.offset_index import OffsetIndex
+from segments.record_decoders import (
+    parse_cluster_metadata_record,
+    parse_offsets_record,
+    parse_transaction_log_record,
+)
 from segments.records import LOG_OVERHEAD, MAGIC_V2, NO_TIMESTAMP, ControlRecordType, Record
 from segments.time_index import TimeIndex
 from segments.transaction_index import TransactionIndex
@@ -67,30 +84,65 @@ BOOTSTRAP_CHECKPOINT_FILE = "bootstrap.checkpoint"
 
 RECORD_INDENT = "|"
 _INT32_MAX = 2**31 - 1
+MAX_BYTES_UNLIMITED = _INT32_MAX
+"""Kafka's ``--max-bytes`` default (``Integer.MAX_VALUE``): the whole file, trailing invalid bytes reported."""
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+"""Kafka's ``--max-message-size`` default."""
 
-_KRAFT_CONTROL_LABELS = {
-    ControlRecordType.SNAPSHOT_HEADER: "SnapshotHeader",
-    ControlRecordType.SNAPSHOT_FOOTER: "SnapshotFooter",
-    ControlRecordType.KRAFT_VERSION: "KRaftVersion",
-    ControlRecordType.KRAFT_VOTERS: "KRaftVoters",
+# KRaft control records Kafka's tool prints as "<label> <JSON>", and their schemas.
+_KRAFT_CONTROL = {
+    ControlRecordType.SNAPSHOT_HEADER: ("SnapshotHeader", kafka_schemas.SNAPSHOT_HEADER_RECORD),
+    ControlRecordType.SNAPSHOT_FOOTER: ("SnapshotFooter", kafka_schemas.SNAPSHOT_FOOTER_RECORD),
+    ControlRecordType.KRAFT_VERSION: ("KRaftVersion", kafka_schemas.KRAFT_VERSION_RECORD),
+    ControlRecordType.KRAFT_VOTERS: ("KRaftVoters", kafka_schemas.VOTERS_RECORD),
 }
 
 # Kinds whose file name starts with the segment base offset.
 _SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex")
 
 
+class RecordDecoder(enum.Enum):
+    """Kafka's decoders of internal-topic payloads (``--offsets-decoder``, ``--transaction-log-decoder``,
+    ``--cluster-metadata-decoder``): each maps a record's key and value to the key and payload strings Kafka's
+    ``MessageParser`` prints."""
+
+    OFFSETS = "offsets"
+    TRANSACTION_LOG = "transactionLog"
+    CLUSTER_METADATA = "clusterMetadata"
+
+
 @dataclass(frozen=True, slots=True)
 class DumpOptions:
-    """``--deep-iteration``, ``--print-data-log`` (implies deep iteration, as in Kafka) and ``--json``."""
+    """kafka-dump-log's options, with Kafka's defaults, plus ``as_json``.
+
+    ``print_data_log`` and any ``decoder`` print record keys and payloads; either implies deep iteration, as in
+    Kafka. ``skip_record_metadata`` prints only that key/payload part of each record. ``index_sanity_only`` runs
+    only the broker's startup sanity check on ``.index``/``.timeindex`` files; ``verify_index_only`` checks them
+    against the ``.log`` without printing their entries. ``max_bytes`` limits the bytes of each ``.log`` (and
+    KRaft snapshot) whose batches are read: only batches wholly inside the first ``max_bytes`` are dumped, and
+    trailing invalid bytes are reported only when it is left at Kafka's default (``Int.MaxValue``).
+    ``max_message_size`` is the largest batch (log overhead included) an offset-index entry may point at.
+    """
 
     deep_iteration: bool = False
     print_data_log: bool = False
     as_json: bool = False
+    decoder: RecordDecoder | None = None
+    skip_record_metadata: bool = False
+    index_sanity_only: bool = False
+    verify_index_only: bool = False
+    max_bytes: int = MAX_BYTES_UNLIMITED
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+
+    @property
+    def print_data(self) -> bool:
+        """Whether record keys and payloads are printed. O(1)."""
+        return self.print_data_log or self.decoder is not None
 
     @property
     def deep(self) -> bool:
         """Whether records are iterated. O(1)."""
-        return self.deep_iteration or self.print_data_log
+        return self.deep_iteration or self.print_data
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,107 +199,46 @@ def kraft_control_json(kind: ControlRecordType, value: bytes | None) -> dict[str
     """The value of a KRaft control record (SNAPSHOT_HEADER, SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS) as
     Kafka's generated JSON converter writes it. O(len(value)).
 
-    Raises :class:`CorruptRecordError` when the value is too short or a non-nullable field is null, and
-    ``ValueError`` for another control type.
+    Kafka reads the value at the schema's current version (0) and writes the JSON at the version the record
+    carries in its ``version`` field. Raises :class:`CorruptRecordError` for a value that does not decode (its
+    byte position inside the value in the message), and ``ValueError`` for another control type.
     """
-    reader = _MessageReader(value)
-    if kind is ControlRecordType.SNAPSHOT_HEADER:
-        out: dict[str, Any] = {"version": reader.int16(), "lastContainedLogTimestamp": reader.int64()}
-    elif kind is ControlRecordType.SNAPSHOT_FOOTER:
-        out = {"version": reader.int16()}
-    elif kind is ControlRecordType.KRAFT_VERSION:
-        out = {"version": reader.int16(), "kRaftVersion": reader.int16()}
-    elif kind is ControlRecordType.KRAFT_VOTERS:
-        out = {
-            "version": reader.int16(),
-            "voters": [_voter(reader) for _ in range(reader.array_length("voters"))],
-        }
-    else:
+    if kind not in _KRAFT_CONTROL:
         raise ValueError(f"{kind.name} is not a KRaft control record with a JSON form")
-    reader.skip_tagged_fields()
-    return out
+    schema = _KRAFT_CONTROL[kind][1]
+    try:
+        message, _ = read_message(schema, 0, b"" if value is None else value)
+    except MessageFormatError as err:
+        # Positions inside a record value are no file positions: the caller locates the batch.
+        raise CorruptRecordError(f"control record value: {err.message} (byte {err.position})") from None
+    return message_json(schema, message["version"], message)
 
 
-def _voter(reader: _MessageReader) -> dict[str, Any]:
-    voter: dict[str, Any] = {"voterId": reader.int32(), "voterUuid": reader.uuid()}
-    endpoints = []
-    for _ in range(reader.array_length("endpoints")):
-        endpoints.append(
-            {"name": reader.string("name"), "host": reader.string("host"), "port": reader.uint16()}
-        )
-        reader.skip_tagged_fields()
-    voter["endpoints"] = endpoints
-    voter["kRaftVersionFeature"] = {
-        "minSupportedVersion": reader.int16(),
-        "maxSupportedVersion": reader.int16(),
-    }
-    reader.skip_tagged_fields()
-    reader.skip_tagged_fields()
-    return voter
+class _Parser(Protocol):
+    def __call__(
+        self, key: bytes | None, value: bytes | None, *, offset: int = -1
+    ) -> tuple[str | None, str | None]: ...
 
 
-class _MessageReader:
-    """Reads a flexible-version Kafka message (compact strings/arrays, unsigned varints, tagged fields)."""
+_DECODERS: dict[RecordDecoder, _Parser] = {
+    RecordDecoder.OFFSETS: parse_offsets_record,
+    RecordDecoder.TRANSACTION_LOG: parse_transaction_log_record,
+    RecordDecoder.CLUSTER_METADATA: parse_cluster_metadata_record,
+}
 
-    def __init__(self, data: bytes | None) -> None:
-        self._data = b"" if data is None else bytes(data)
-        self._pos = 0
+_RECORD_DATA_FIELDS = frozenset({"type", "offset", "key", "value", "headers", "decodedKey", "decodedPayload"})
+"""What a JSON record keeps under ``skip_record_metadata``: the offset to tell records apart, and the data."""
 
-    def _take(self, size: int) -> bytes:
-        if size > len(self._data) - self._pos:
-            raise CorruptRecordError(
-                f"control record value of {len(self._data)} bytes ends inside a field at byte {self._pos}"
-            )
-        chunk = self._data[self._pos : self._pos + size]
-        self._pos += size
-        return chunk
 
-    def _unpack(self, fmt: str) -> int:
-        value: int = struct.unpack(fmt, self._take(struct.calcsize(fmt)))[0]
-        return value
-
-    def int16(self) -> int:
-        return self._unpack(">h")
-
-    def uint16(self) -> int:
-        return self._unpack(">H")
-
-    def int32(self) -> int:
-        return self._unpack(">i")
-
-    def int64(self) -> int:
-        return self._unpack(">q")
-
-    def unsigned_varint(self) -> int:
-        value = 0
-        for shift in range(0, 35, 7):
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-        raise CorruptRecordError(
-            f"unsigned varint longer than 5 bytes in a control record value at byte {self._pos}"
-        )
-
-    def _compact_length(self, what: str) -> int:
-        length = self.unsigned_varint() - 1
-        if length < 0:
-            raise CorruptRecordError(f"non-nullable field {what} was serialized as null")
-        return length
-
-    def array_length(self, what: str) -> int:
-        return self._compact_length(what)
-
-    def string(self, what: str) -> str:
-        return self._take(self._compact_length(what)).decode("utf-8", errors="replace")
-
-    def uuid(self) -> str:
-        return uuid_to_kafka(uuid.UUID(bytes=self._take(16)))
-
-    def skip_tagged_fields(self) -> None:
-        for _ in range(self.unsigned_varint()):
-            self.unsigned_varint()
-            self._take(self.unsigned_varint())
+def _json_value(text: str | None) -> Any:
+    """A decoder's string as a JSON value: the JSON object Kafka's converters wrote, else the string itself
+    (text formats, ``<DELETE>``, error notes). O(len(text))."""
+    if text is None or not text.startswith("{"):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _java_bool(value: bool) -> str:
@@ -291,13 +282,22 @@ def _locate(err: StorageFormatError, path: str, batch_position: int) -> StorageF
     return err.at(path, position_base=batch_position)
 
 
-def _batch_at(records: FileRecords, position: int) -> FileBatch | None:
+def _batch_at(records: FileRecords, position: int, max_message_size: int | None = None) -> FileBatch | None:
     """The batch starting at ``position`` under Kafka's file rule (None past the last complete batch), reading
-    only that batch. O(batch size)."""
+    only that batch. A complete batch larger than ``max_message_size`` bytes (log overhead included) raises
+    RecordTooLargeError: Kafka's ``dumpIndex`` reads a slice of that size there and finds no batch. O(batch
+    size)."""
     prefix = records.read(position, LOG_OVERHEAD)
     if len(prefix) < LOG_OVERHEAD:
         return None
     (size,) = struct.unpack_from(">i", prefix, 8)
+    total = LOG_OVERHEAD + size
+    if max_message_size is not None and max_message_size < total <= records.size_in_bytes - position:
+        raise RecordTooLargeError(
+            f"batch of {total} bytes is larger than the maximum message size {max_message_size}",
+            path=str(records.path),
+            position=position,
+        )
     # A size below the minimum still gets enough room for the walker to see it and raise.
     return next(records.batches(position, position + LOG_OVERHEAD + max(size, RECORD_OVERHEAD_V0)), None)
 
@@ -425,8 +425,9 @@ class _Dumper:
         valid_bytes = 0
         gaps = _OffsetGaps()
         with FileRecords(path) as records:
-            size = records.size_in_bytes
-            batches = records.batches()
+            # Kafka reads a slice of the first max_bytes: a batch crossing that limit is not read.
+            size = min(records.size_in_bytes, self._opts.max_bytes)
+            batches = records.batches(0, size)
             while True:
                 try:
                     found = next(batches, None)
@@ -439,7 +440,8 @@ class _Dumper:
                 valid_bytes = found.end_position
         _add(self._reports.non_consecutive, path, gaps.gaps)
         trailing = size - valid_bytes
-        if trailing > 0:
+        # Under a --max-bytes limit the cut-off batch is expected, so Kafka reports nothing.
+        if trailing > 0 and self._opts.max_bytes == MAX_BYTES_UNLIMITED:
             yield self._line(
                 f"Found {trailing} invalid bytes at the end of {os.path.basename(path)}",
                 {"type": "invalidBytes", "path": path, "position": valid_bytes, "size": trailing},
@@ -500,28 +502,55 @@ class _Dumper:
         )
 
     def _record_text(self, found: FileBatch, record: Record, batch_valid: bool) -> str:
+        """Kafka's record line. Without metadata it keeps Kafka's quirks: the indent only comes with a key (a
+        key-less payload starts with a space), and a control record is an empty line."""
         batch = found.batch
-        parts = [
-            f"{RECORD_INDENT} offset: {record.offset} {batch.timestamp_type.label}: {record.timestamp} "
-            f"keySize: {_size(record.key)} valueSize: {_size(record.value)}"
-        ]
-        if batch.magic >= MAGIC_V2:
+        parts = []
+        separator = f"{RECORD_INDENT} "
+        if not self._opts.skip_record_metadata:
             parts.append(
-                f" sequence: {record.sequence} headerKeys: [{','.join(_header_key(h.key) for h in record.headers)}]"
+                f"{RECORD_INDENT} offset: {record.offset} {batch.timestamp_type.label}: {record.timestamp} "
+                f"keySize: {_size(record.key)} valueSize: {_size(record.value)}"
             )
-        else:
-            # The closing brace after the crc is in Kafka's output too.
-            parts.append(
-                f" isValid: {_java_bool(_legacy_record_valid(found, batch_valid))} crc: {record.checksum}}}"
-            )
-        if batch.is_control:
-            parts.append(" " + _control_text(record))
-        elif self._opts.print_data_log:
-            if record.key is not None:
-                parts.append(f" key: {_string(record.key)}")
-            if record.value is not None:
-                parts.append(f" payload: {_string(record.value)}")
+            separator = " "
+            if batch.magic >= MAGIC_V2:
+                parts.append(
+                    f" sequence: {record.sequence} "
+                    f"headerKeys: [{','.join(_header_key(h.key) for h in record.headers)}]"
+                )
+            else:
+                # The closing brace after the crc is in Kafka's output too.
+                parts.append(
+                    f" isValid: {_java_bool(_legacy_record_valid(found, batch_valid))} crc: {record.checksum}}}"
+                )
+            if batch.is_control:
+                parts.append(" " + _control_text(record))
+        if self._opts.print_data and not batch.is_control:
+            key, payload = self._parse(record)
+            if key is not None:
+                parts.append(f"{separator}key: {key}")
+            if payload is not None:
+                parts.append(f" payload: {payload}")
         return "".join(parts)
+
+    def _parse(self, record: Record) -> tuple[str | None, str | None]:
+        """The key and payload strings Kafka's message parser gives: UTF-8 text by default (its
+        ``StringDecoder``), else the chosen decoder's. O(record size)."""
+        decoder = self._opts.decoder
+        if decoder is None:
+            return (
+                None if record.key is None else _string(record.key),
+                None if record.value is None else _string(record.value),
+            )
+        try:
+            return _DECODERS[decoder](record.key, record.value, offset=record.offset)
+        except StorageFormatError as err:
+            # Where Kafka's parser throws. The decoder's position is inside the key or value, no file position:
+            # the caller locates the batch.
+            inside = "" if err.position is None else f" (byte {err.position} of the key or value)"
+            raise CorruptRecordError(
+                f"{decoder.value} decoder, record at offset {record.offset}: {err.message}{inside}"
+            ) from None
 
     def _record_json(self, found: FileBatch, record: Record, batch_valid: bool) -> dict[str, Any]:
         summary = record_summary(found, record)
@@ -532,14 +561,20 @@ class _Dumper:
             "valueSize": _size(record.value),
             "headerKeys": [_header_key(header.key) for header in record.headers],
         }
-        if not self._opts.print_data_log:
+        if not self._opts.print_data:
             del out["key"], out["value"], out["headers"]
         if found.batch.magic < MAGIC_V2:
             out["isValid"] = _legacy_record_valid(found, batch_valid)
         if summary["controlType"] is not None:
             kind = ControlRecordType[summary["controlType"]]
-            if kind in _KRAFT_CONTROL_LABELS:
+            if kind in _KRAFT_CONTROL:
                 out["controlData"] = kraft_control_json(kind, record.value)
+        elif self._opts.decoder is not None:
+            key, payload = self._parse(record)
+            out["decodedKey"] = _json_value(key)
+            out["decodedPayload"] = _json_value(payload)
+        if self._opts.skip_record_metadata:
+            return {name: value for name, value in out.items() if name in _RECORD_DATA_FIELDS}
         return out
 
     # -- .index ---------------------------------------------------------------------------------------------
@@ -555,12 +590,23 @@ class _Dumper:
         except OSError as err:
             return None, list(self._os_error(log_path, err))
 
+    def _passed_sanity_check(self, path: str) -> DumpLine:
+        return self._line(f"{path} passed sanity check.", {"type": "sanityCheckPassed", "path": path})
+
     def _dump_index(self, path: str, base_offset: int) -> Iterator[DumpLine]:
         with contextlib.ExitStack() as stack:
             index = stack.enter_context(OffsetIndex(path, base_offset, writable=False))
+            if self._opts.index_sanity_only:
+                # The check a broker runs at startup to decide whether to rebuild the index; a failure raises
+                # CorruptIndexError. Unlike Kafka it runs before the empty test: a file shorter than one entry
+                # has no entries, yet fails the broker's check (its length is not a multiple of 8).
+                index.sanity_check()
             if index.entries == 0:
                 if not self._json:
                     yield DumpLine(f"{path} is empty.")
+                return
+            if self._opts.index_sanity_only:
+                yield self._passed_sanity_check(path)
                 return
             records, errors = self._open_log_for(path, stack)
             yield from errors
@@ -568,17 +614,18 @@ class _Dumper:
             for entry in index.entries_for_dump():
                 if records is not None:
                     try:
-                        found = _batch_at(records, entry.position)
+                        found = _batch_at(records, entry.position, self._opts.max_message_size)
                     except StorageFormatError as err:
                         yield from self._error(err)
                     else:
                         log_offset = -1 if found is None else found.batch.last_offset
                         if log_offset != entry.offset:
                             mismatches.append((entry.offset, log_offset))
-                yield self._line(
-                    f"offset: {entry.offset} position: {entry.position}",
-                    {"type": "indexEntry", "offset": entry.offset, "position": entry.position},
-                )
+                if not self._opts.verify_index_only:
+                    yield self._line(
+                        f"offset: {entry.offset} position: {entry.position}",
+                        {"type": "indexEntry", "offset": entry.offset, "position": entry.position},
+                    )
             _add(self._reports.index_mismatches, path, mismatches)
 
     # -- .timeindex -----------------------------------------------------------------------------------------
@@ -586,6 +633,10 @@ class _Dumper:
     def _dump_time_index(self, path: str, base_offset: int) -> Iterator[DumpLine]:
         with contextlib.ExitStack() as stack:
             time_index = stack.enter_context(TimeIndex(path, base_offset, writable=False))
+            if self._opts.index_sanity_only:
+                time_index.sanity_check()
+                yield self._passed_sanity_check(path)
+                return
             if time_index.entries == 0:
                 return
             records, errors = self._open_log_for(path, stack)
@@ -617,10 +668,11 @@ class _Dumper:
                                 out_of_order.append((entry.timestamp, previous))
                     except StorageFormatError as err:
                         yield from self._error(err)
-                yield self._line(
-                    f"timestamp: {entry.timestamp} offset: {entry.offset}",
-                    {"type": "timeIndexEntry", "timestamp": entry.timestamp, "offset": entry.offset},
-                )
+                if not self._opts.verify_index_only:
+                    yield self._line(
+                        f"timestamp: {entry.timestamp} offset: {entry.offset}",
+                        {"type": "timeIndexEntry", "timestamp": entry.timestamp, "offset": entry.offset},
+                    )
                 previous = entry.timestamp
             _add(self._reports.time_mismatches, path, mismatches)
             _add(self._reports.time_out_of_order, path, out_of_order)
@@ -812,9 +864,8 @@ def _control_text(record: Record) -> str:
     kind, coordinator_epoch = control_info(record)
     if coordinator_epoch is not None:
         return f"endTxnMarker: {kind.name} coordinatorEpoch: {coordinator_epoch}"
-    label = _KRAFT_CONTROL_LABELS.get(kind)
-    if label is not None:
-        return f"{label} {json.dumps(kraft_control_json(kind, record.value), separators=(',', ':'), ensure_ascii=False)}"
+    if kind in _KRAFT_CONTROL:
+        return f"{_KRAFT_CONTROL[kind][0]} {json_text(kraft_control_json(kind, record.value))}"
     assert record.key is not None  # control_info rejected a missing key
     (type_id,) = struct.unpack_from(">h", record.key, 2)
     return f"controlType: {kind.name}({type_id})"

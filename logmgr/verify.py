@@ -3,7 +3,9 @@
 :func:`verify_paths` walks every batch (CRC-checked and decoded, so record counts are real), every index (order,
 range, positions inside the ``.log``, agreement with the batches), every producer snapshot and every checkpoint or
 metadata file, and returns a :class:`VerifyReport` listing each problem with its file and byte position or line.
-Nothing is modified: files are opened read-only.
+A path holding no file Kafka writes is a problem too (so a wrong path never verifies "OK"), and an index without
+its ``.log`` is a warning: Kafka's ``LogLoader`` deletes such orphans when it loads the log. Nothing is modified:
+files are opened read-only.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ class Problem:
 
 @dataclass(slots=True)
 class VerifyReport:
-    """Totals and problems of a verification run."""
+    """Totals, problems and warnings of a verification run; only problems make it not ``ok``."""
 
     files: int = 0
     segments: int = 0
@@ -80,6 +82,7 @@ class VerifyReport:
     records: int = 0
     bytes: int = 0
     problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -94,6 +97,7 @@ class VerifyReport:
             "records": self.records,
             "bytes": self.bytes,
             "problems": [p.to_dict() for p in self.problems],
+            "warnings": [w.to_dict() for w in self.warnings],
         }
 
 
@@ -122,18 +126,39 @@ def verify_paths(
 ) -> VerifyReport:
     """Verify each path (log dir, partition dir or file) and merge the results. O(total bytes).
 
-    ``progress`` is called with each file as it is verified (for progress bars).
+    Each path must hold Kafka data: a path where no file other than ``.lock`` was found (a text file, an empty
+    dir, a dir of unrelated files) is reported as a problem. ``progress`` is called with each file as it is
+    verified (for progress bars).
     """
     report = VerifyReport()
-    for path in paths:
-        _Verifier(report, progress).verify(Path(path))
+    for given in paths:
+        path = Path(given)
+        verifier = _Verifier(report, progress)
+        verifier.verify(path)
+        if path.exists() and not verifier.kafka_files:
+            report.problems.append(Problem(str(path), NO_KAFKA_FILE if path.is_file() else NO_KAFKA_DATA))
     return report
+
+
+NO_KAFKA_DATA = (
+    "holds no Kafka data: no log segment, index, snapshot or checkpoint file in it or below it "
+    "(give a Kafka log dir, partition dir or data file)"
+)
+NO_KAFKA_FILE = (
+    "not a Kafka data file (expected a segment .log, .index, .timeindex, .txnindex, producer .snapshot, KRaft "
+    ".checkpoint or a checkpoint/metadata file such as recovery-point-offset-checkpoint)"
+)
+# The problems saying a path given to verify_paths is not Kafka data at all.
+NO_KAFKA_DATA_ERRORS = frozenset({NO_KAFKA_DATA, NO_KAFKA_FILE})
+ORPHANED_INDEX = "orphaned index: no {log} beside it (Kafka deletes it when it loads the log)"
 
 
 class _Verifier:
     def __init__(self, report: VerifyReport, progress: Callable[[Path], None] | None) -> None:
         self.report = report
         self.progress = progress
+        # Files that show the path holds Kafka data (not the .lock, which logmgr itself may leave).
+        self.kafka_files = 0
 
     def problem(self, err: StorageFormatError, default_file: Path) -> None:
         self.report.problems.append(Problem.from_error(err, default_file))
@@ -200,6 +225,14 @@ class _Verifier:
             self.progress(path)
         self.report.files += 1
         self.report.bytes += path.stat().st_size
+        if _is_index_file(name):
+            # Kafka's LogLoader checks the .log on disk, not among the verified ones: so does this. The index is
+            # still checked on its own (a ``reindex --out`` dir holds only indexes).
+            log = path.with_name(f"{offset_from_file_name(name):020d}{LOG_SUFFIX}")
+            if not log.exists():
+                self.report.warnings.append(Problem(str(path), ORPHANED_INDEX.format(log=log.name)))
+        if name != LOCK_FILE:
+            self.kafka_files += 1
         try:
             if name.endswith(LOG_SUFFIX):
                 self.report.segments += 1
@@ -391,6 +424,11 @@ _METADATA_FILES = frozenset(
 
 def _is_segment_file(name: str) -> bool:
     return name.endswith(LOG_SUFFIX) or parse_kraft_snapshot_name(name) is not None
+
+
+def _is_index_file(name: str) -> bool:
+    """Kafka's ``LogFileUtils.isIndexFile``: the files ``LogLoader`` deletes when their ``.log`` is missing."""
+    return name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
 
 
 def _is_known_file(name: str) -> bool:

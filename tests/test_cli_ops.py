@@ -63,6 +63,10 @@ def _tree_hash(root: Path) -> dict[str, tuple[str, int]]:
     }
 
 
+def _without_reason(action: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in action.items() if key != "reason"}
+
+
 def _json_lines(output: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in output.splitlines() if line.strip()]
 
@@ -70,21 +74,26 @@ def _json_lines(output: str) -> list[dict[str, Any]]:
 # -- flush ---------------------------------------------------------------------------------------------------------
 
 
-def test_flush_selected_partition_writes_recovery_point_and_marker(tmp_path: Path) -> None:
+def test_flush_selected_partition_writes_exactly_its_recovery_point(tmp_path: Path) -> None:
     logdir = _copy(KRAFT_37, tmp_path)
-    (logdir / RECOVERY_POINT_CHECKPOINT_FILE).write_text("0\n1\ndocker-connect-configs 0 0\n")
+    (logdir / RECOVERY_POINT_CHECKPOINT_FILE).write_text("0\n2\ndocker-connect-configs 0 0\nzzz 0 7\n")
+    before = _tree_hash(logdir)
+    dry = CliRunner().invoke(flush, [str(logdir), "--partition", CONNECT, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert f"{CONNECT}:\n  recovery point 0 -> 10 (log end offset 10)" in dry.output
+    assert _tree_hash(logdir) == before
     result = CliRunner().invoke(flush, [str(logdir), "--partition", CONNECT, "--json"])
     assert result.exit_code == 0, result.output
-    (line,) = _json_lines(result.output)
-    assert line == {
-        "partition": CONNECT,
-        "recoveryPointBefore": 0,
-        "recoveryPointAfter": 10,
-        "logEndOffset": 10,
-    }
-    points = OffsetCheckpointFile(logdir / RECOVERY_POINT_CHECKPOINT_FILE).read()
-    assert points[TopicPartition.parse(CONNECT)] == 10
-    assert CleanShutdownMarker.exists(logdir)
+    report = json.loads(result.output)
+    assert report["dryRun"] is False and report["applied"] == report["partitions"][0]["actions"] + report["dirActions"]
+    assert {a["action"] for a in report["applied"]} == {"fsync", "write"}
+    (write,) = report["dirActions"]
+    assert write["changes"] == [f"{CONNECT}: 0 -> 10"]
+    # Only that entry changes; the other entries keep their values and order; nothing else is written.
+    assert (logdir / RECOVERY_POINT_CHECKPOINT_FILE).read_text() == "0\n2\ndocker-connect-configs 0 10\nzzz 0 7\n"
+    after = _tree_hash(logdir)
+    changed = {path for path in set(before) | set(after) if before.get(path) != after.get(path)}
+    assert changed <= {RECOVERY_POINT_CHECKPOINT_FILE, ".lock"}
     assert verify_paths([logdir]).ok
 
 
@@ -93,10 +102,11 @@ def test_flush_all_text_and_unknown_partition(tmp_path: Path) -> None:
     result = CliRunner().invoke(flush, [str(logdir)])
     assert result.exit_code == 0, result.output
     assert f"{KSQL}: recovery point 2 -> 2 (log end offset 2)" in result.output, result.output
+    before = _tree_hash(logdir)
     unknown = CliRunner().invoke(flush, [str(logdir), "--partition", "nope-7"])
     assert unknown.exit_code == 1
     assert "no such partition: nope-7" in unknown.output
-    assert CleanShutdownMarker.exists(logdir), "a refused flush still closes the dir cleanly"
+    assert _tree_hash(logdir) == before, "a refused flush writes nothing"
     usage = CliRunner().invoke(flush, [str(logdir), "--partition", "no-dash"])
     assert usage.exit_code == 2
 
@@ -107,21 +117,17 @@ def test_flush_all_text_and_unknown_partition(tmp_path: Path) -> None:
 def test_cleanup_dry_run_changes_no_byte_and_explains(tmp_path: Path) -> None:
     logdir = _copy(KRAFT_37, tmp_path)
     before = _tree_hash(logdir)
-    result = CliRunner().invoke(cleanup, [str(logdir), "--dry-run", "--json"])
+    result = CliRunner().invoke(cleanup, [str(logdir), "--dry-run", "--json", "--retention-ms", "3600000"])
     assert result.exit_code == 0, result.output
     assert _tree_hash(logdir) == before
     plan = json.loads(result.output)
-    assert plan["dryRun"] is True
-    assert set(plan["partitions"]) == {KSQL, CONNECT, "_schemas-0"}
-    connect = plan["partitions"][CONNECT]
-    assert connect["rollFirst"] is True and connect["newLogStartOffset"] == 10
-    assert [(d["baseOffset"], d["size"], d["reason"]) for d in connect["deletions"]] == [
-        (0, 1950, "retention.ms")
-    ]
-    assert plan["bytesFreed"] == sum(d["size"] for p in plan["partitions"].values() for d in p["deletions"])
-    assert not any(name.startswith("__consumer_offsets") for name in plan["partitions"]), (
-        "internal topics compact"
-    )
+    assert plan["dryRun"] is True and plan["command"] == "cleanup"
+    partitions = {p["partition"]: p for p in plan["partitions"] if p["actions"]}
+    # The metadata says _schemas and the connect topics are compacted, the ksql command topic keeps forever.
+    assert set(partitions) <= {"patient_admissions-0", "default_ksql_processing_log-0"}
+    assert "topic _schemas: cleanup.policy=compact (snapshot" in " ".join(plan["notes"])
+    assert any("retention.ms=3600000 (log.retention.ms at --retention-ms 3600000)" in note for note in plan["notes"])
+    assert plan["bytesFreed"] == sum(a["bytes"] for p in partitions.values() for a in p["actions"] if a["action"] == "delete")
 
     unlimited = CliRunner().invoke(cleanup, [str(logdir), "--dry-run", "--retention-ms", "-1"])
     assert unlimited.exit_code == 0, unlimited.output
@@ -130,41 +136,85 @@ def test_cleanup_dry_run_changes_no_byte_and_explains(tmp_path: Path) -> None:
         cleanup, [str(logdir), "--dry-run", "--retention-ms", "-1", "--retention-bytes", "0"]
     )
     assert by_size.exit_code == 0, by_size.output
-    assert "retention.bytes: log size 1950 B exceeds retention.bytes 0 B" in by_size.output
+    assert "retention.bytes: log size" in by_size.output and "exceeds retention.bytes 0 B" in by_size.output
     assert _tree_hash(logdir) == before
 
 
-def test_cleanup_with_config_file_then_verify_clean(tmp_path: Path) -> None:
+def test_bug_cleanup_deleted_compacted_topics_the_kraft_metadata_names(tmp_path: Path) -> None:
+    """Was: only __consumer_offsets/__transaction_state counted as compacted; _schemas and Kafka Connect's topics,
+    compacted per __cluster_metadata, lost their segments under the 7-day default."""
+    logdir = _copy(KRAFT_37, tmp_path)
+    result = CliRunner().invoke(cleanup, [str(logdir), "--json", "--retention-ms", "1"])
+    assert result.exit_code == 0, result.output
+    done = json.loads(result.output)
+    touched = {p["partition"].rsplit("-", 1)[0] for p in done["partitions"] if p["actions"]}
+    # Everything else with data there is compacted or keeps forever (the ksql command topic's retention.ms=-1).
+    assert not touched & {"_schemas", "docker-connect-configs", "docker-connect-offsets", "docker-connect-status", "__consumer_offsets", "__transaction_state"}
+    assert (logdir / "_schemas-0" / f"{FIRST}.log").exists()
+
+
+def test_cleanup_real_run_executes_the_dry_run_plan_then_verifies_clean(tmp_path: Path) -> None:
     logdir = _copy(KRAFT_37, tmp_path)
     config = tmp_path / "server.properties"
     config.write_text("log.dirs=/elsewhere\nlog.retention.hours=1\n")
-    planned = json.loads(
-        CliRunner().invoke(cleanup, [str(logdir), "--dry-run", "--json", "--config", str(config)]).output
-    )
-    result = CliRunner().invoke(cleanup, [str(logdir), "--json", "--config", str(config)])
+    args = [str(logdir), "--json", "--config", str(config), "--topic-config", "_schemas:cleanup.policy=delete"]
+    planned = json.loads(CliRunner().invoke(cleanup, [*args, "--dry-run"]).output)
+    result = CliRunner().invoke(cleanup, args)
     assert result.exit_code == 0, result.output
     done = json.loads(result.output)
     assert done["dryRun"] is False
-    assert done["bytesFreed"] == done["bytesDeleted"] == planned["bytesFreed"] > 0
-    assert {tp: [d["baseOffset"] for d in p["deletions"]] for tp, p in done["partitions"].items()} == {
-        tp: [d["baseOffset"] for d in p["deletions"]] for tp, p in planned["partitions"].items()
-    }
+    planned_actions = [a for p in planned["partitions"] for a in p["actions"]] + planned["dirActions"]
+    # The same actions; only the ages in the reasons moved on between the two runs.
+    assert [_without_reason(a) for a in done["applied"]] == [_without_reason(a) for a in planned_actions]
+    assert done["bytesDeleted"] == planned["bytesFreed"] > 0
+    assert "_schemas-0" in {p["partition"] for p in done["partitions"] if p["actions"]}
+    assert any(a["action"] == "roll" for p in done["partitions"] for a in p["actions"]), "the roll is planned too"
     assert not list(logdir.rglob("*.deleted"))
-    assert not (logdir / CONNECT / f"{FIRST}.log").exists()
     report = verify_paths([logdir])
     assert report.ok, [str(p) for p in report.problems][:5]
-    assert CleanShutdownMarker.exists(logdir)
-    again = CliRunner().invoke(cleanup, [str(logdir), "--dry-run"])
+    assert CleanShutdownMarker.exists(logdir), "the marker stays as found"
+    again = CliRunner().invoke(cleanup, [str(logdir), "--dry-run", "--config", str(config), "--topic-config", "_schemas:cleanup.policy=delete"])
     assert "would delete 0 segment(s)" in again.output
 
 
-def test_cleanup_bad_config_value_is_one_line_exit_1(tmp_path: Path) -> None:
+def test_cleanup_warns_about_topics_of_unknown_config_it_would_delete(tmp_path: Path) -> None:
+    logdir = _copy(KAFKA_REAL / "zk-3.7.1-clean-multiseg" / "kafka-logs", tmp_path)
+    result = CliRunner().invoke(cleanup, [str(logdir), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "warning: nikhilDemo-0: the config of topic 'nikhilDemo' is unknown" in result.stderr
+    named = CliRunner().invoke(cleanup, [str(logdir), "--dry-run", "--topic-config", "nikhilDemo:cleanup.policy=compact"])
+    assert "nikhilDemo" not in named.stderr and "would delete 0 segment(s)" in named.output
+
+
+@pytest.mark.parametrize(
+    "damage, where",
+    [
+        ("random-index", "00000000000000000000.index"),
+        ("garbage-segment", "00000000000000000000.log: position 0"),
+        ("malformed-checkpoint", "log-start-offset-checkpoint"),
+    ],
+)
+def test_bug_cleanup_on_damaged_input_fails_planning_and_writes_nothing(tmp_path: Path, damage: str, where: str) -> None:
+    """Was: a random-bytes .index made cleanup rewrite recovery points, delete producer snapshots, empty
+    leader-epoch checkpoints and write the clean-shutdown marker, then die with an AssertionError traceback; a
+    garbage segment was truncated from 5,000 bytes to 0 with only 'deleted 0 segment(s)' printed."""
     logdir = _copy(KRAFT_37, tmp_path)
-    config = tmp_path / "server.properties"
-    config.write_text("log.retention.bytes=lots\n")
-    result = CliRunner().invoke(cleanup, [str(logdir), "--config", str(config)])
-    assert result.exit_code == 1
-    assert "log.retention.bytes" in result.output and "Traceback" not in result.output
+    partition = logdir / "patient_admissions-0"
+    if damage == "random-index":
+        (partition / f"{FIRST}.index").write_bytes(os.urandom(4096))
+    elif damage == "garbage-segment":
+        for name in (f"{FIRST}.index", f"{FIRST}.timeindex"):
+            (partition / name).write_bytes(b"")
+        (partition / f"{FIRST}.log").write_bytes(b"\xfe" * 5000)
+    else:
+        (logdir / "log-start-offset-checkpoint").write_text("0\n1\nnot a valid line\n")
+    before = _tree_hash(logdir)
+    for args in ([], ["--dry-run"], ["--json"]):
+        result = CliRunner().invoke(cleanup, [str(logdir), *args, "--retention-ms", "1"])
+        assert result.exit_code == 1, result.output
+        assert where in result.output and "Traceback" not in result.output
+        assert len(result.output.strip().splitlines()) == 1
+        assert _tree_hash(logdir) == before
 
 
 # -- recover -------------------------------------------------------------------------------------------------------
@@ -192,14 +242,14 @@ def test_recover_dry_run_leaves_dir_untouched_and_reports(tmp_path: Path) -> Non
     result = CliRunner().invoke(recover, [str(logdir), "--dry-run", "--json", "--full"])
     assert result.exit_code == 0, result.output
     assert _tree_hash(logdir) == before
-    plan, summary = _json_lines(result.output)
-    assert plan["command"] == "recover" and summary["summary"]["dryRun"] is True
+    (plan,) = _json_lines(result.output)
+    assert plan["command"] == "recover" and plan["dryRun"] is True
     connect = _plan_actions(plan, CONNECT)
     cut = [a["sizeBefore"] - a["sizeAfter"] for a in connect if a["action"] == "truncate"]
     # The 7 bytes torn off leave a partial batch: recovery cuts it whole.
     assert len(cut) == 1 and cut[0] > 7
     assert any(a["action"] == "rebuild-indexes" for a in _plan_actions(plan, KSQL))
-    assert summary["summary"]["truncatedBytes"] == cut[0]
+    assert plan["truncatedBytes"] == cut[0] and plan["recoveredSegments"] == 139
 
 
 def test_recover_with_the_marker_handles_only_missing_indexes(tmp_path: Path) -> None:
@@ -209,11 +259,13 @@ def test_recover_with_the_marker_handles_only_missing_indexes(tmp_path: Path) ->
     result = CliRunner().invoke(recover, [str(logdir), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "unclean" not in result.output and "clean-shutdown marker present" in result.output
-    # A broker trusts the marker: the torn tail (a partial batch it does not read) is left to --full.
-    assert "  truncate " not in result.output and CONNECT not in result.output
+    # A broker trusts the marker: the torn tail (a partial batch it does not read) is left to --full, with a warning.
+    assert "  truncate " not in result.output
+    assert f"{CONNECT}/{FIRST}.log" in result.output and "recover --full does" in result.output
     assert result.output.count("rebuild the indexes") == 2
     assert result.output.splitlines()[-1] == (
-        "would have: 2 segment(s) recovered, 0 bytes truncated, 0 file(s) deleted, in 2 partition(s)"
+        "dry run: would have 2 segment(s) recovered, 0 bytes truncated, 0 file(s) deleted, in 2 partition(s); "
+        "nothing was changed"
     )
     result = CliRunner().invoke(recover, [str(logdir)])
     assert result.exit_code == 0, result.output
@@ -246,7 +298,7 @@ def test_recover_full_restores_a_torn_dir_with_original_indexes(tmp_path: Path) 
     for relative in (f"{KSQL}/{FIRST}.index", f"{KSQL}/{FIRST}.timeindex", f"{OFFSETS_37}/{FIRST}.index"):
         assert (logdir / relative).read_bytes() == (KRAFT_37 / relative).read_bytes(), relative
     rerun = CliRunner().invoke(recover, [str(logdir), "--dry-run", "--json"])
-    assert _json_lines(rerun.output)[-1]["summary"]["truncatedBytes"] == 0
+    assert _json_lines(rerun.output)[-1]["truncatedBytes"] == 0
 
 
 # -- locked dir ----------------------------------------------------------------------------------------------------
@@ -336,7 +388,17 @@ def test_serve_runs_jobs_serves_status_and_stops_cleanly_on_sigterm(tmp_path: Pa
         "log.segment.delete.delay.ms=100\n"
     )
     process = subprocess.Popen(
-        [*_serve_command(), str(logdir), "--config", str(config), "--status-port", "0"],
+        # The metadata says docker-connect-configs is compacted: the flag makes it a retention topic to delete from.
+        [
+            *_serve_command(),
+            str(logdir),
+            "--config",
+            str(config),
+            "--topic-config",
+            f"{CONNECT.rsplit('-', 1)[0]}:cleanup.policy=delete",
+            "--status-port",
+            "0",
+        ],
         cwd=REPO,
         stderr=subprocess.PIPE,
         text=True,

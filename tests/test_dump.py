@@ -238,7 +238,9 @@ def test_kraft_snapshot_with_a_bad_name(tmp_path: Path) -> None:
     ]
 
 
-def test_kraft_control_json_voters_and_version() -> None:
+def test_kraft_control_json_voters_and_version_regression_voter_uuid_field_name() -> None:
+    """Regression: the voter's directory id was written as "voterUuid"; Kafka's VotersRecordJsonConverter
+    writes the schema's name, "voterDirectoryId" (the reader is now the schema engine)."""
     uvarint = bytes  # every length below is < 128, a one-byte unsigned varint
     voter_id, directory = 3, bytes(range(16))
     endpoint = (
@@ -258,7 +260,7 @@ def test_kraft_control_json_voters_and_version() -> None:
         "voters": [
             {
                 "voterId": 3,
-                "voterUuid": base64.urlsafe_b64encode(directory).decode().rstrip("="),
+                "voterDirectoryId": base64.urlsafe_b64encode(directory).decode().rstrip("="),
                 "endpoints": [{"name": "CONTROLLER", "host": "localhost", "port": 9093}],
                 "kRaftVersionFeature": {"minSupportedVersion": 0, "maxSupportedVersion": 1},
             }
@@ -270,7 +272,9 @@ def test_kraft_control_json_voters_and_version() -> None:
     }
     with pytest.raises(CorruptRecordError):
         kraft_control_json(ControlRecordType.SNAPSHOT_HEADER, b"\x00\x00\x00")
-    with pytest.raises(CorruptRecordError, match="non-nullable"):
+    with pytest.raises(
+        CorruptRecordError, match=r"VotersRecord\.voters: null where the field is not nullable \(byte 2\)"
+    ):
         kraft_control_json(ControlRecordType.KRAFT_VOTERS, b"\x00\x00\x00")
 
 

@@ -42,6 +42,9 @@ from segments.naming import (
 DERIVED = b"\x00<derived from the .log by Kafka's index rule>"
 """Predicted content of a file the plan rebuilds from a ``.log`` (compared separately by the tests)."""
 
+UNKNOWN_SIZE = -1
+"""The planned size of a file that an earlier action of the plan rebuilds."""
+
 Tree = dict[str, bytes]
 """A log dir's files: path relative to the log dir (``/``-separated) -> content."""
 
@@ -163,7 +166,8 @@ class DeleteFiles(Action):
     partition: str
     """The partition dir's name; empty for a file of the log dir itself (the clean-shutdown marker)."""
     files: tuple[tuple[str, int], ...]
-    """``(name, size)`` of each file, as planned."""
+    """``(name, size)`` of each file, as planned; size :data:`UNKNOWN_SIZE` for a file an earlier action of the
+    same plan rebuilds (its size is known only then)."""
     reason: str
     what: str = "files"
     """What the files are, for the printed line: ``segment 00000000000000000042``, ``leftover``."""
@@ -182,7 +186,7 @@ class DeleteFiles(Action):
 
     @property
     def bytes_freed(self) -> int:
-        return sum(size for _, size in self.files)
+        return sum(max(size, 0) for _, size in self.files)
 
     def predict(self, tree: Tree) -> None:
         for name, _ in self.files:
@@ -193,7 +197,8 @@ class DeleteFiles(Action):
         renamed: list[Path] = []
         for name, size in self.files:
             path = directory / name
-            if _regular_size(path) != size:
+            found = _regular_size(path)
+            if found is None or (size != UNKNOWN_SIZE and found != size):
                 raise _stale(path, f"is no longer a file of {size} bytes")
         for name, _ in self.files:
             path = directory / name
@@ -453,9 +458,13 @@ class LogDirPlan:
     dir_actions: tuple[Action, ...] = ()
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    previous: LogDirPlan | None = None
+    """A plan executed whole before this one (``cleanup --recover-first``: the recovery), printed first."""
 
     def actions(self) -> Iterator[Action]:
-        """Every action in execution order. O(actions)."""
+        """Every action in execution order: the previous plan's, then each partition's, then the dir's. O(actions)."""
+        if self.previous is not None:
+            yield from self.previous.actions()
         for partition in self.partitions:
             yield from partition.actions
         yield from self.dir_actions
@@ -497,7 +506,8 @@ class LogDirPlan:
 
     def describe(self) -> list[str]:
         """The printed plan: warnings, then each partition with notes and actions, then the dir's actions. O(actions)."""
-        lines = [f"warning: {warning}" for warning in self.warnings]
+        lines = [] if self.previous is None else [f"{self.previous.command}, first:", *self.previous.describe(), f"then {self.command}:"]
+        lines.extend(f"warning: {warning}" for warning in self.warnings)
         lines.extend(self.notes)
         for partition in self.partitions:
             if not partition.actions and not partition.notes:
@@ -515,6 +525,7 @@ class LogDirPlan:
         return {
             "command": self.command,
             "logDir": str(self.log_dir),
+            "previous": None if self.previous is None else self.previous.to_json(),
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             "partitions": [p.to_json() for p in self.partitions if p.actions or p.notes],

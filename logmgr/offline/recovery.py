@@ -52,6 +52,7 @@ from checkpoints.offset_checkpoint import RECOVERY_POINT_CHECKPOINT_FILE, format
 from logmgr.leader_epoch_cache import epochs_as_loaded, epochs_truncated_from_start
 from logmgr.log_loader import _next_offset_of_swap
 from logmgr.offline.plan import (
+    UNKNOWN_SIZE,
     Action,
     CreateEmptySegment,
     DeleteFiles,
@@ -98,10 +99,6 @@ from segments.records import MAGIC_V2, RecordBatch
 from segments.time_index import TimeIndex
 from segments.transaction_index import TransactionIndex
 
-REBUILT_SIZE = -1
-"""Size listed in the recovered view for an index file the plan rebuilds: known only once applied (re-scan the
-dir before deleting such a file with a plan made on the recovered view)."""
-
 
 @dataclass(frozen=True)
 class RecoveryPlan:
@@ -110,7 +107,7 @@ class RecoveryPlan:
     plan: LogDirPlan
     view: LogDirView
     """The dir after the plan: segments (sizes, log end offsets), recovery points, leader-epoch checkpoints. Index
-    files the plan rebuilds are listed with size :data:`REBUILT_SIZE`, and a ``.txnindex`` among them not at all."""
+    files the plan rebuilds are listed with size :data:`UNKNOWN_SIZE`, and a ``.txnindex`` among them not at all."""
     recovered_segments: int
     """Segments recovered (valid prefix kept, indexes rebuilt), each counted once."""
 
@@ -677,7 +674,7 @@ class _PartitionPlanner:
             for suffix in SEGMENT_FILE_SUFFIXES:
                 name = prefix_name + suffix
                 if base in rebuilt and suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                    files.append((name, REBUILT_SIZE))
+                    files.append((name, UNKNOWN_SIZE))
                 elif name in self.present and not (base in rebuilt and suffix == TXN_INDEX_SUFFIX):
                     files.append((name, self.present[name]))
             next_offset, largest = self._facts(base)

@@ -321,8 +321,15 @@ def _scan_segment(
 def index_findings(segment: LogSegment, *, is_last: bool) -> list[StorageFormatError]:
     """What breaks the format of a segment's ``.index`` and ``.timeindex`` (Kafka's ``sanityCheck`` and more),
     except the preallocated zero fill the active segment of a running or crashed broker keeps. O(entries)."""
-    findings = [*segment.offset_index.check(segment.size), *segment.time_index.check()]
-    return [f for f in findings if not (is_last and f.message.startswith(UNTRIMMED_INDEX))]
+    log_size = segment.size
+    findings: list[StorageFormatError] = []
+    for finding in [*segment.offset_index.check(log_size), *segment.time_index.check()]:
+        # The active segment of a running or crashed broker keeps its indexes preallocated (zero-filled), and
+        # the first zero slot of an empty one reads as the entry (base, 0), which no 0-byte log can hold.
+        zero_fill = finding.message.startswith(UNTRIMMED_INDEX) or (log_size == 0 and finding.position == 0)
+        if not (is_last and zero_fill):
+            findings.append(finding)
+    return findings
 
 
 def _walk_tail(segment: LogSegment) -> tuple[int, int]:
@@ -335,14 +342,19 @@ def _walk_tail(segment: LogSegment) -> tuple[int, int]:
         segment.offset_index.lookup(last_time.offset).position,
     )
     next_offset = segment.base_offset
-    for found in segment.log.batches(start):
+    end = start
+    for found in segment.log.checked_batches(start):
         batch = found.batch
-        try:
-            batch.ensure_valid()
-        except CorruptRecordError as err:
-            raise err.at(segment.log.path, position_base=found.position) from None
         next_offset = batch.next_offset
         largest = max(largest, batch.max_timestamp)
+        end = found.position + batch.size_in_bytes
+    if end < segment.size:
+        # A batch walk stops silently before a tail too short for a header; a segment nobody recovers has none.
+        raise CorruptRecordError(
+            f"{segment.size - end} bytes after the last batch are not a complete batch",
+            path=segment.log.path,
+            position=end,
+        )
     return next_offset, largest
 
 
@@ -375,15 +387,11 @@ def walk_valid_prefix(
     largest = -1
     valid = 0
     try:
-        for found in segment.log.batches():
+        for found in segment.log.checked_batches():
             batch = found.batch
-            try:
-                batch.ensure_valid()
-            except CorruptRecordError as err:
-                raise err.at(segment.log.path, position_base=found.position) from None
+            # A legacy wrapper's base offset needs decompression; its last offset carries the same check.
             first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
-            # The one offset rule of recovery and index rebuilds, not a copy of it.
-            segment._check_continues(first, batch.last_offset, next_offset, following, found.position)
+            segment.check_continues(first, batch.last_offset, next_offset, following, found.position)
             if batch.magic >= MAGIC_V2:
                 try:
                     tracker.on_batch(batch)

@@ -506,8 +506,10 @@ def plan_export(
     deleted past that), else where the options say; it ends at the log end (last stable offset with
     ``read_committed``) or before ``to_time_ms``. Without ``resume`` a non-empty ``out`` is refused; with it,
     ``out`` must hold the manifest of an export of the same dirs with the same settings. Raises
-    :class:`ConfigError` for bad arguments, a refused ``out``, a missing manifest, a mismatched resume or a
-    partition found in two of the dirs, and :class:`CorruptCheckpointError` for an unreadable manifest.
+    :class:`ConfigError` for bad arguments, a refused ``out``, a missing manifest, a mismatched resume, a
+    partition found in two of the dirs or no partition at all in the dirs (or none matching the topic and
+    partition filters: an export of nothing is a mistaken path or filter, not an empty success), and
+    :class:`CorruptCheckpointError` for an unreadable manifest.
 
     O(partitions x log(segments)) index lookups plus O(manifest).
     """
@@ -529,7 +531,19 @@ def plan_export(
     else:
         _check_fresh(target)
         previous = wanted
-    return ExportPlan(target, previous, _plan_ranges(previous), started, clock_start)
+    ranges = _plan_ranges(previous)
+    if not ranges:
+        raise ConfigError("paths", _no_partitions(previous))
+    return ExportPlan(target, previous, ranges, started, clock_start)
+
+
+def _no_partitions(manifest: Manifest) -> str:
+    """Why an export found nothing to export. O(dirs)."""
+    dirs = ", ".join(manifest.source_dirs)
+    options = manifest.options
+    if options.topics is None and options.topic_pattern is None and options.partitions is None:
+        return f"no Kafka partition in {dirs} (give log dirs holding partition dirs such as orders-0, or partition dirs)"
+    return f"no partition in {dirs} matches the topic and partition filters"
 
 
 def run_export(spark: SparkSession | None, plan: ExportPlan) -> ExportResult:
