@@ -31,7 +31,6 @@ from cli.recover_cmd import recover
 from cli.serve_cmd import serve
 from logmgr.log_manager import LogManager
 from logmgr.verify import verify_paths
-from segments.naming import TopicPartition
 from tests.conftest import KAFKA_REAL, require_fixtures
 
 REPO = Path(__file__).resolve().parent.parent
