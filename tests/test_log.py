@@ -1184,27 +1184,28 @@ def test_retention_snapshot_waits_for_a_mutation_in_progress(pdir: Path, clock: 
     """Regression (Log.snapshot(), which the manager's cleanup jobs call from their own thread, did not take the log
     lock): it could stat a segment file that a truncation was renaming and fail with FileNotFoundError."""
     log = _three_segment_log(pdir, clock)
+    log._lock = lock = ContendedLock(log._lock)
     taken, release = threading.Event(), threading.Event()
     results: list[int] = []
 
     def writer() -> None:
         with log._lock:
             taken.set()
-            release.wait(10)
+            release.wait(FAILURE_DEADLINE_S)
 
     def job() -> None:
         results.append(len(log.snapshot().segments))
 
     holder = threading.Thread(target=writer)
     holder.start()
-    assert taken.wait(10)
+    assert taken.wait(FAILURE_DEADLINE_S)
     snapshotter = threading.Thread(target=job)
     snapshotter.start()
-    snapshotter.join(0.2)
+    wait_until(lambda: lock.contended.is_set() or not snapshotter.is_alive(), "the snapshot to wait or end")
     assert snapshotter.is_alive() and results == []
     release.set()
-    snapshotter.join(10)
-    holder.join(10)
+    snapshotter.join(FAILURE_DEADLINE_S)
+    holder.join(FAILURE_DEADLINE_S)
     assert results == [3]
 
 def test_readers_in_threads_while_the_writer_rolls_truncates_and_deletes(pdir: Path, clock: ManualClock) -> None:
