@@ -214,6 +214,27 @@ def test_bug_cleanup_on_damaged_input_fails_planning_and_writes_nothing(tmp_path
         assert where in result.output and "Traceback" not in result.output
         assert len(result.output.strip().splitlines()) == 1
         assert _tree_hash(logdir) == before
+    if damage != "random-index":
+        # A broker trusts the segments of a dir marked clean: --recover-first repairs what its loader would (a
+        # corrupt index), and still refuses what only `recover --full` repairs, or nothing can (a checkpoint).
+        refused = CliRunner().invoke(cleanup, [str(logdir), "--recover-first", "--dry-run"])
+        assert refused.exit_code == 1 and "Traceback" not in refused.output
+        assert _tree_hash(logdir) == before
+        return
+    # Asked for, the repair is part of the printed plan, and the real run executes exactly it.
+    args = [str(logdir), "--retention-ms", "1", "--recover-first", "--json"]
+    planned = CliRunner().invoke(cleanup, [*args, "--dry-run"])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.output)
+    repairs = [a["action"] for p in plan["previous"]["partitions"] for a in p["actions"]]
+    assert "rebuild-indexes" in repairs
+    assert _tree_hash(logdir) == before
+    done = CliRunner().invoke(cleanup, args)
+    assert done.exit_code == 0, done.output
+    assert len(json.loads(done.output)["applied"]) == len(repairs) + sum(
+        len(p["actions"]) for p in plan["partitions"]
+    ) + len(plan["dirActions"]) + len(plan["previous"]["dirActions"])
+    assert CliRunner().invoke(cleanup, [str(logdir), "--dry-run"]).exit_code == 0, "nothing left to recover"
 
 
 # -- recover -------------------------------------------------------------------------------------------------------

@@ -146,12 +146,14 @@ def plan_recovery(
     for partition in view.partitions:
         planner = _PartitionPlanner(view.path, partition, view.clean_shutdown, full, index_interval_bytes)
         partitions.append(planner.plan())
-        recovered_views.append(planner.recovered_view())
+        unhandled = planner.unhandled_problems()
+        # What the plan leaves damaged stays damaged in the view after it, so later planning still refuses it.
+        recovered_views.append(replace(planner.recovered_view(), needs_recovery=tuple(unhandled)))
         if planner.adjusted:
             adjusted.append(recovered_views[-1])
         recovered += len(planner.recovered - planner.deleted)
         warnings.extend(planner.warnings)
-        warnings.extend(planner.unhandled_problems())
+        warnings.extend(unhandled)
     dir_actions: list[Action] = []
     checkpoints = dict(view.checkpoints)
     points = _recovery_points(view, adjusted, unclean=unclean)
