@@ -13,13 +13,14 @@ segment deleted meanwhile stays open until they release it.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
 import random
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -187,6 +188,8 @@ class Log:
         self._run_async = run_async
         self.recovery = recovery or RecoveryStats()
         self._lock = threading.RLock()
+        # Odd while a truncation rewrites the tail under the lock; lock-free reads compare it (see read()).
+        self._truncation_sequence = 0
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         # (log end offset, active segment base, byte position of the log end in it), replaced as one tuple under
@@ -577,7 +580,28 @@ class Log:
         ``min_one_message``), never past the isolation bound (high watermark, last stable offset or log end) or
         ``max_offset``. read_committed also returns the aborted transactions overlapping the result. Raises
         :class:`OffsetOutOfRangeError` outside ``[log_start_offset, log_end_offset]`` and
-        :class:`KafkaStorageError` once the log is closed or its dir offline. O(log n + bytes)."""
+        :class:`KafkaStorageError` once the log is closed or its dir offline. O(log n + bytes).
+
+        Lock-free, as Kafka's reads: appends never change bytes already published. A truncation does (a follower
+        cuts its tail and appends again), so reads check the truncation sequence (odd while one runs): a read that
+        overlapped one is done again under the writer lock, never returning a position into a rewritten tail.
+        """
+        sequence = self._truncation_sequence
+        if sequence % 2 == 0:
+            fetched = self._read(start_offset, max_bytes, isolation, max_offset, min_one_message)
+            if self._truncation_sequence == sequence:
+                return fetched
+        with self._lock:
+            return self._read(start_offset, max_bytes, isolation, max_offset, min_one_message)
+
+    def _read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        isolation: Isolation,
+        max_offset: int | None,
+        min_one_message: bool,
+    ) -> FetchDataInfo:
         self._ensure_online()
         end = self._end
         log_end = end[0]
@@ -700,23 +724,38 @@ class Log:
             if first is None or target_offset < first.base_offset:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
-            doomed = [s for s in self.segments.values() if s.base_offset > target_offset]
-            self._remove_and_delete(doomed, reason="truncation")
-            self.segments.active_segment.truncate_to(target_offset)
-            self._publish_end(self.segments.active_segment.read_next_offset())
-            self._recovery_point = min(self._recovery_point, self._log_end_offset)
-            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
-            if self._high_watermark is not None:
-                self._high_watermark = min(self._high_watermark, self._log_end_offset)
-            self.leader_epochs.truncate_from_end(self._log_end_offset)
-            from logmgr.log_loader import rebuild_producer_state
-
-            rebuild_producer_state(self, self._log_end_offset)
+            with self._truncating():
+                self._truncate_segments_to(target_offset)
             return True
+
+    @contextlib.contextmanager
+    def _truncating(self) -> Iterator[None]:
+        """Mark a truncation in progress for lock-free readers (:meth:`read`): the sequence is odd while it runs.
+        Called under the writer lock. O(1)."""
+        self._truncation_sequence += 1
+        try:
+            yield
+        finally:
+            self._truncation_sequence += 1
+
+    def _truncate_segments_to(self, target_offset: int) -> None:
+        """The body of :meth:`truncate_to` once ``target_offset`` is inside the log. Under the writer lock."""
+        doomed = [s for s in self.segments.values() if s.base_offset > target_offset]
+        self._remove_and_delete(doomed, reason="truncation")
+        self.segments.active_segment.truncate_to(target_offset)
+        self._publish_end(self.segments.active_segment.read_next_offset())
+        self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        if self._high_watermark is not None:
+            self._high_watermark = min(self._high_watermark, self._log_end_offset)
+        self.leader_epochs.truncate_from_end(self._log_end_offset)
+        from logmgr.log_loader import rebuild_producer_state
+
+        rebuild_producer_state(self, self._log_end_offset)
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at ``new_offset``. O(segments)."""
-        with self._lock:
+        with self._lock, self._truncating():
             self._ensure_online()
             self._remove_and_delete(self.segments.values(), reason="full truncation", roll_to=new_offset)
             self._publish_end(new_offset)

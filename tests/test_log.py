@@ -49,6 +49,7 @@ from logmgr.log import (
 )
 from logmgr.log_loader import load_log
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
+from segments.log_segment import LogSegment
 from segments.naming import (
     DELETED_SUFFIX,
     log_file,
@@ -815,6 +816,29 @@ def test_truncate_inside_the_active_segment(pdir: Path, clock: ManualClock) -> N
     info = log.append_as_leader(batch(b"new"))
     assert info.first_offset == 8 and records_of(log.read(8, 100, isolation=Isolation.LOG_END)) == [(8, b"new")]
     log._check()
+
+
+def test_bug_a_lock_free_read_overlapping_a_truncation_served_bytes_of_the_rewritten_tail(
+    pdir: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: a read found its byte range, a follower truncation cut the tail and appended other batches, then the
+    read copied that range: bytes not starting at a batch (found by the concurrency stress, ~1 run in 60). The
+    truncation lands exactly between the lookup and the copy here; the read must answer with the new tail."""
+    log = _three_segment_log(pdir, clock)
+    original = LogSegment.read_bytes
+    fired: list[bool] = []
+
+    def truncate_between_lookup_and_copy(segment: LogSegment, fetch: Any) -> bytes:
+        if not fired:
+            fired.append(True)
+            assert log.truncate_to(7)
+            log.append_as_follower(batch(b"r" * 100, b"x", base_offset=7))
+        return original(segment, fetch)
+
+    monkeypatch.setattr(LogSegment, "read_bytes", truncate_between_lookup_and_copy)
+    fetch = log.read(7, 1 << 20, isolation=Isolation.LOG_END)
+    assert fired
+    assert records_of(fetch) == [(7, b"r" * 100), (8, b"x")]
 
 
 def test_truncate_inside_a_batch_removes_the_whole_batch(pdir: Path, clock: ManualClock) -> None:

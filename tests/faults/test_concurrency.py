@@ -95,7 +95,6 @@ class ReaderStats:
     records: int = 0
     reads: int = 0
     jumps: int = 0
-    torn_by_truncation: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -177,12 +176,9 @@ def _read_forward(
                     position += 1
                     stats.records += 1
         except Exception as err:
-            if truncations.count != truncated_before or truncated_before % 2:
-                # The fetch overlapped a truncation: the bytes it read may already be the rewritten tail, whose
-                # batches start elsewhere. Counted (and printed); never excused without an overlapping truncation.
-                stats.torn_by_truncation += 1
-                position = min(position, log.log_end_offset)
-                continue
+            # Never excused, not even when a truncation overlapped the fetch: a read that overlaps one is done
+            # again under the writer lock (regression: a lock-free read returned a position into the rewritten
+            # tail, bytes that did not start at a batch, about once in 60 runs).
             stats.errors.append(f"fetch from {fetched_from}: {type(err).__name__}: {err}")
             return
         end = log.log_end_offset
@@ -286,7 +282,7 @@ def test_readers_never_see_closed_files_while_cleanup_deletes_and_writer_rolls(t
             f"{truncations.count // 2}, segments deleted {deleted} "
             f"of {counts['scheduled']} scheduled ({counts['deleted while read']} while read), "
             + ", ".join(
-                f"reader-{n} {s.records} records/{s.reads} reads/{s.jumps} jumps/{s.torn_by_truncation} torn"
+                f"reader-{n} {s.records} records/{s.reads} reads/{s.jumps} jumps"
                 for n, s in enumerate(readers)
             )
         )
