@@ -22,7 +22,6 @@ cleanup.policy no other topic-level layer sets gets that, as the lowest topic-le
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,8 +47,9 @@ from logmgr.config import (
     read_properties,
 )
 from logmgr.errors import ConfigError
+from logmgr.log_dirs import partition_dirs
 from segments.errors import StorageFormatError
-from segments.naming import PartitionDirName, validate_topic
+from segments.naming import validate_topic
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 """Topics Kafka creates itself, with ``cleanup.policy=compact``."""
@@ -410,18 +410,7 @@ def read_node_id(log_dir: Path) -> int | None:
 
 def dir_topics(log_dir: Path) -> set[str]:
     """Topics of the live partition dirs in ``log_dir`` (not ``__cluster_metadata``, not links). O(entries)."""
-    topics: set[str] = set()
-    with os.scandir(log_dir) as entries:
-        for entry in entries:
-            if entry.is_symlink() or not entry.is_dir():
-                continue
-            try:
-                parsed = PartitionDirName.parse(entry.name)
-            except StorageFormatError:
-                continue
-            if parsed.kind == "live" and parsed.topic != METADATA_TOPIC:
-                topics.add(parsed.topic)
-    return topics
+    return {tp.topic for tp, _ in partition_dirs(log_dir) if tp.topic != METADATA_TOPIC}
 
 
 def load_resolver(

@@ -41,6 +41,7 @@ from typing import Any, Self
 
 from checkpoints.kafka_uuid import ZERO_UUID, uuid_to_kafka
 from segments.errors import CorruptRecordError
+from segments.varint import encode_unsigned_varint
 
 __all__ = [
     "Field",
@@ -482,20 +483,10 @@ def read_unsigned_varint(data: bytes | memoryview, position: int, what: str) -> 
 
 def write_unsigned_varint(value: int) -> bytes:
     """Kafka's ``ByteUtils.writeUnsignedVarint`` of a Java int (negative values take 5 bytes). O(1)."""
-    return _unsigned_varint(value)
+    return encode_unsigned_varint(value)
 
 
 # -- writing ---------------------------------------------------------------------------------------------------
-
-
-def _unsigned_varint(value: int) -> bytes:
-    raw = value & 0xFFFFFFFF
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
 
 
 class _MessageWriter:
@@ -519,17 +510,17 @@ class _MessageWriter:
                 continue
             self._value(out, spec, context, flexible, False, item)
         if flexible:
-            out += _unsigned_varint(len(tagged))
+            out += encode_unsigned_varint(len(tagged))
             for tag, payload in sorted(tagged):
-                out += _unsigned_varint(tag)
-                out += _unsigned_varint(len(payload))
+                out += encode_unsigned_varint(tag)
+                out += encode_unsigned_varint(len(payload))
                 out += payload
         elif tagged:
             raise ValueError(f"{self._schema.name}: tagged fields in non-flexible version {version}")
 
     def _length(self, out: bytearray, length: int, flexible: bool, kind: str) -> None:
         if flexible:
-            out += _unsigned_varint(length + 1)
+            out += encode_unsigned_varint(length + 1)
         else:
             out += _FIXED["int16" if kind == "string" else "int32"].pack(length)
 

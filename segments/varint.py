@@ -41,6 +41,12 @@ def encode_varlong(value: int) -> bytes:
     return _encode_unsigned(_zigzag_encode(value) & 0xFFFFFFFFFFFFFFFF)
 
 
+def encode_unsigned_varint(value: int) -> bytes:
+    """Kafka's ``ByteUtils.writeUnsignedVarint`` of a Java int: its 32 bits, 7 at a time (negative values take 5
+    bytes). O(1)."""
+    return _encode_unsigned(value & 0xFFFFFFFF)
+
+
 def _encode_unsigned(raw: int) -> bytes:
     if raw < 0x80:
         return bytes((raw,))
