@@ -630,4 +630,15 @@ class LogManager:
                 "lastDurationMs": stats.last_duration_ms,
                 "lastError": stats.last_error,
             }
-        return {"dirs": dirs, "jobs": jobs, "pendingDeletionBytes": self.deleter.pending_bytes()}
+        cleanup = self.last_cleanup
+        last_cleanup = None if cleanup is None else {
+            str(tp): {"rolled": tp in cleanup.rolled, "deletions": [d.describe() for d in deletions]}
+            for tp, deletions in sorted(cleanup.deletions.items(), key=lambda kv: str(kv[0]))
+        }
+        return {
+            "dirs": dirs,
+            "jobs": jobs,
+            "pendingDeletionBytes": self.deleter.pending_bytes(),
+            # The retention job's last executed plan: each segment it deleted and why.
+            "lastCleanup": last_cleanup,
+        }

@@ -443,6 +443,7 @@ def test_serve_runs_jobs_serves_status_and_stops_cleanly_on_sigterm(tmp_path: Pa
         base = f"http://127.0.0.1:{port}"
         while True:
             status = json.loads(_get(f"{base}/status"))
+            assert "lastCleanup" in status, "the retention job's last plan is part of the status"
             if status["deletedBytes"] > 0 and all(
                 job["runs"] >= 2 for name, job in status["jobs"].items() if name.startswith("kafka-")
             ):
