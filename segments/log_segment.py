@@ -24,6 +24,7 @@ from pathlib import Path
 
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
+    CorruptIndexError,
     CorruptRecordError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
@@ -308,8 +309,7 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch whose last offset is ``>= offset``, searching from the offset index's entry. O(log n +
         bytes scanned); ``None`` when the offset is past this segment."""
-        mapping = self.offset_index.lookup(offset)
-        for found in self.log.batches(max(mapping.position, starting_position)):
+        for found in self.log.batches(max(self._indexed_position(offset), starting_position)):
             if found.batch.last_offset >= offset:
                 return LogOffsetPosition(found.batch.last_offset, found.position, found.size_in_bytes)
         return None
@@ -345,8 +345,7 @@ class LogSegment:
         scanned); decodes only batches whose max timestamp reaches the target."""
         starting = self.base_offset if starting_offset is None else starting_offset
         entry = self.time_index.lookup(timestamp)
-        position = self.offset_index.lookup(max(entry.offset, starting)).position
-        for found in self.log.batches(position):
+        for found in self.log.batches(self._indexed_position(max(entry.offset, starting))):
             if found.batch.max_timestamp >= timestamp:
                 for record in found.batch.records():
                     if record.timestamp >= timestamp and record.offset >= starting:
@@ -356,9 +355,21 @@ class LogSegment:
     def read_next_offset(self) -> int:
         """The offset after the last batch: base offset if empty. O(bytes after the last index entry)."""
         next_offset = self.base_offset
-        for found in self.log.batches(self.offset_index.lookup(self.offset_index.last_offset).position):
+        for found in self.log.batches(self._indexed_position(self.offset_index.last_offset)):
             next_offset = found.batch.next_offset
         return next_offset
+
+    def _indexed_position(self, offset: int) -> int:
+        """Where a scan for ``offset`` starts: the position of the offset index's entry for it. Kafka's index sanity
+        check reads offsets only, so a damaged entry can hold a negative position: CorruptIndexError naming the
+        index file and entry, rather than a read at a negative position. O(log n)."""
+        mapping = self.offset_index.lookup(offset)
+        if mapping.position < 0:
+            raise CorruptIndexError(
+                f"entry for offset {mapping.offset} has a negative position {mapping.position}",
+                path=self.offset_index_path,
+            )
+        return mapping.position
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` from this segment's
@@ -512,7 +523,7 @@ class LogSegment:
         left by a crash). O(log n + bytes after the last entry)."""
         last = self.time_index.last_entry
         best = last
-        for found in self.log.batches(self.offset_index.lookup(last.offset).position):
+        for found in self.log.batches(self._indexed_position(last.offset)):
             if found.batch.max_timestamp > best.timestamp:
                 best = TimestampOffset(found.batch.max_timestamp, found.batch.last_offset)
         return best
