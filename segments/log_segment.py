@@ -142,8 +142,10 @@ class LogSegment:
 
         ``preallocate_bytes`` reserves that much disk for a new ``.log`` (Kafka's ``preallocate``).
 
-        A writable segment creates missing index files (preallocated to ``max_index_size``). A read-only segment
-        (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as empty.
+        A writable segment creates missing index files (preallocated to ``max_index_size``, blocks allocated). A
+        read-only segment (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as empty. A symbolic
+        link at any of the four files, or a disk too full for the new indexes, raises an ``OSError`` naming the file;
+        nothing opened is left open.
         """
         directory = Path(directory)
         log = FileRecords(
@@ -160,11 +162,21 @@ class LogSegment:
             time_index_file(directory, base_offset, file_suffix),
             lambda path: TimeIndex(path, base_offset, max_index_size, writable),
         )
-        if create:
-            # A new segment is the active one: map its indexes now, so the first append does not pay for it.
-            offset_index.get()
-            time_index.get()
-        txn_index = TransactionIndex(transaction_index_file(directory, base_offset, file_suffix), base_offset, writable)
+        try:
+            if create:
+                # A new segment is the active one: map its indexes now, so the first append does not pay for it
+                # (and a full disk fails the roll here, while allocating them, rather than a later append).
+                offset_index.get()
+                time_index.get()
+            txn_index = TransactionIndex(
+                transaction_index_file(directory, base_offset, file_suffix), base_offset, writable
+            )
+        except BaseException:
+            # Nothing else holds these yet: a failed open must not leak the descriptors and maps it took.
+            offset_index.close()
+            time_index.close()
+            log.close()
+            raise
         return cls(
             log,
             offset_index,
