@@ -90,7 +90,8 @@ def cleanup(
     resolver = build_resolver([logdir], config_options, broker_flags=overrides)
     broker = resolver.broker()
     now = int(time.time() * 1000)
-    view = scan_log_dir(logdir)
+    # With --recover-first the damage a recovery repairs is part of the plan, not a refusal.
+    view = scan_log_dir(logdir, lenient=recover_first)
     recovery = plan_recovery(view) if recover_first else None
     if recovery is not None:
         view = recovery.view

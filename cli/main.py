@@ -7,7 +7,6 @@ traceback instead (never for an interrupt or a closed stdout, which are not erro
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -18,7 +17,7 @@ import click
 from cli.append_cmd import append
 from cli.checkpoints_cmd import checkpoints
 from cli.cleanup_cmd import cleanup
-from cli.common import Failure, LogmgrGroup, ProgressBar, one_line_errors, refuse_links
+from cli.common import Failure, LogmgrGroup, ProgressBar, one_line_errors
 from cli.configs_cmd import configs
 from cli.dump_cmd import dump
 from cli.export_cmd import export
@@ -26,10 +25,8 @@ from cli.flush_cmd import flush
 from cli.info_cmd import info
 from cli.read_cmd import read
 from cli.recover_cmd import recover
+from cli.reindex_cmd import reindex
 from cli.serve_cmd import serve
-from logmgr.dir_lock import LogDirLock
-from logmgr.reindex import find_logs
-from logmgr.reindex import reindex as reindex_paths
 from logmgr.verify import NO_KAFKA_DATA_ERRORS, verify_paths
 
 
@@ -101,79 +98,6 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
         sys.exit(1)
 
 
-@main.command()
-@click.argument("target", type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write the rebuilt indexes into this directory instead of replacing them in place.",
-)
-@click.option("--index-interval-bytes", type=click.IntRange(min=0), default=4096, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per segment.")
-@one_line_errors
-def reindex(target: Path, out: Path | None, index_interval_bytes: int, as_json: bool) -> None:
-    """Rebuild .index, .timeindex and .txnindex files from the .log files of a partition dir (or one .log file),
-    trimmed as Kafka leaves them after a clean shutdown. In place (atomically) unless --out is given. The .log
-    files are never changed; exits 1 if a .log has invalid bytes (indexes then cover its valid prefix).
-
-    \b
-    Example:
-        logmgr reindex /var/lib/kafka/data/orders-0 --out /tmp/orders-0-indexes
-    """
-    total = len(find_logs(target))
-    with contextlib.ExitStack() as stack:
-        if out is None:
-            # In place, reindex writes into the partition dir: never while a broker (or logmgr) holds the log dir.
-            partition_dir = target if target.is_dir() else target.parent
-            if partition_dir.is_symlink():
-                # The lock taken would be the link's dir's, not the one of the dir written into.
-                raise Failure(f"{partition_dir} is a symbolic link: reindex the directory it points to")
-            refuse_links(partition_dir.parent, [partition_dir])
-            stack.enter_context(LogDirLock(partition_dir.parent))
-        bar = stack.enter_context(ProgressBar("reindexing", as_json=as_json))
-        done = 0
-
-        def progress(path: Path) -> None:
-            nonlocal done
-            done += 1
-            bar.update(done, total, path.name)
-
-        report = reindex_paths(target, out=out, index_interval_bytes=index_interval_bytes, progress=progress)
-    for segment in report.segments:
-        if as_json:
-            click.echo(
-                json.dumps(
-                    {
-                        "log": str(segment.log),
-                        "baseOffset": segment.base_offset,
-                        "batches": segment.batches,
-                        "offsetIndexEntries": segment.offset_entries,
-                        "timeIndexEntries": segment.time_entries,
-                        "abortedTransactions": segment.aborted_txns,
-                        "validBytes": segment.valid_bytes,
-                        "invalidTailBytes": segment.invalid_tail_bytes,
-                        "error": None if segment.error is None else str(segment.error),
-                        "written": [str(p) for p in segment.written],
-                    }
-                )
-            )
-        else:
-            click.echo(
-                f"{segment.log}: {segment.batches} batches, {segment.offset_entries} offset entries, "
-                f"{segment.time_entries} time entries, {segment.aborted_txns} aborted transactions"
-            )
-            if segment.error is not None:
-                click.echo(f"  {segment.error}", err=True)
-            elif segment.invalid_tail_bytes:
-                click.echo(
-                    f"  {segment.log}: position {segment.valid_bytes}: {segment.invalid_tail_bytes} invalid bytes "
-                    "at the end (recovery would truncate them)",
-                    err=True,
-                )
-    if not report.ok:
-        sys.exit(1)
-
-
 main.add_command(dump)
 main.add_command(info)
 main.add_command(checkpoints)
@@ -185,6 +109,7 @@ main.add_command(recover)
 main.add_command(serve)
 main.add_command(export)
 main.add_command(configs)
+main.add_command(reindex)
 
 
 if __name__ == "__main__":

@@ -1,91 +1,79 @@
-"""``logmgr recover``: the recovery a broker runs on an unclean start, run now (or on a copy, ``--dry-run``)."""
+"""``logmgr recover``: the recovery a broker's log loader runs, planned first (``--dry-run`` prints the plan and
+stops), then applied action by action. Planning reads only: it works on a read-only dir and copies nothing."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import click
 
-from checkpoints.clean_shutdown import CleanShutdownMarker
-from cli.cleanup_cmd import NO_SCHEDULED_JOBS_MS, broker_config
-from cli.common import ProgressBar, one_line_errors, refuse_links
-from logmgr.dir_lock import is_locked_by_another_process
-from logmgr.errors import LogDirLockedError
-from logmgr.log import RecoveryStats
-from logmgr.log_manager import LogManager
-from segments.naming import TopicPartition
+from cli.common import one_line_errors
+from cli.plan_output import echo_plan, run_plan
+from logmgr.offline.recovery import RecoveryPlan, plan_recovery
+from logmgr.offline.scan import scan_log_dir
 
 
-def recover_dir(log_dir: Path, *, as_json: bool) -> dict[TopicPartition, RecoveryStats]:
-    """Recover ``log_dir`` as after an unclean shutdown: lock it, drop its clean-shutdown marker, load every log
-    (Kafka's LogLoader) and close it cleanly; returns what each log's load did. Raises
-    :class:`LogDirLockedError` (changing nothing) when another process holds the dir. O(bytes recovered)."""
-    if is_locked_by_another_process(log_dir):
-        raise LogDirLockedError(f"{log_dir}: locked by another process (a running broker or logmgr)")
-    CleanShutdownMarker.remove(log_dir)
-    with ProgressBar("recovering", as_json=as_json) as bar:
-        manager = LogManager(
-            broker_config([log_dir], None, log_initial_task_delay_ms=NO_SCHEDULED_JOBS_MS), progress=bar.update
-        )
-        manager.startup()
-        try:
-            stats = {log.topic_partition: log.recovery for log in manager.all_logs()}
-        finally:
-            manager.shutdown()
-    return stats
+def _plan(logdir: Path, full: bool, index_interval_bytes: int) -> RecoveryPlan:
+    return plan_recovery(
+        scan_log_dir(logdir, lenient=True), full=full, index_interval_bytes=index_interval_bytes
+    )
 
 
 @click.command()
 @click.argument("logdir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Recover a temporary copy of LOGDIR and report what would be done; LOGDIR is not touched.",
+    "--dry-run", is_flag=True, help="Print the plan and change nothing (no lock taken, nothing written)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per partition with its actions.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Recover every segment of every partition, whatever the clean-shutdown marker and recovery points say.",
+)
+@click.option("--index-interval-bytes", type=click.IntRange(min=0), default=4096, show_default=True)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object: the plan, the actions applied (real run) and the counts.",
+)
 @one_line_errors
-def recover(logdir: Path, dry_run: bool, as_json: bool) -> None:
-    """Do what a broker does on an unclean start: finish or roll back .swap/.cleaned work, remove leftover
-    .deleted files, rebuild missing or corrupt indexes, and recover every segment from the recovery point on
-    (truncating torn tails, dropping later segments). Every action is reported. Takes the dir's .lock (exit 3
-    when a broker holds it).
+def recover(logdir: Path, dry_run: bool, full: bool, index_interval_bytes: int, as_json: bool) -> None:
+    """Do what a broker's log loader does: remove leftover .deleted/.cleaned files, finish or drop .swap work,
+    delete index files without their .log, rebuild missing or corrupt indexes and, after an unclean shutdown
+    (no clean-shutdown marker), recover every segment from the recovery point on (cutting torn tails, dropping
+    the segments after a cut); then fix leader-epoch-checkpoint, producer snapshots above the log end and the
+    recovery points. The plan is printed first, then each action as it completes. Takes the dir's .lock (exit 3
+    when a broker holds it). The clean-shutdown marker is never written (--full deletes it when it changes the
+    data of a dir marked clean).
 
     \b
     Examples:
         logmgr recover /var/lib/kafka/data --dry-run
-        logmgr recover /var/lib/kafka/data --json
+        logmgr recover /var/lib/kafka/data --full --json
     """
-    # Checked on LOGDIR for --dry-run too: the copy keeps the links, and they would lead the recovery of the copy
-    # to the files they point to.
-    refuse_links(logdir)
+    recovery = _plan(logdir, full, index_interval_bytes)
+    counts = {
+        "recoveredSegments": recovery.recovered_segments,
+        "truncatedBytes": recovery.truncated_bytes,
+        "deletedFiles": recovery.deleted_files,
+    }
+    if as_json:
+        if dry_run:
+            click.echo(json.dumps({"dryRun": True, **recovery.plan.to_json(), **counts}))
+            return
+        done = run_plan(recovery.plan, as_json=True, label="recovering")
+        applied = [action.to_json() for action in done]
+        click.echo(json.dumps({"dryRun": False, **recovery.plan.to_json(), "applied": applied, **counts}))
+        return
     if dry_run:
-        with tempfile.TemporaryDirectory(prefix="logmgr-recover-") as scratch:
-            copy = Path(scratch) / logdir.name
-            shutil.copytree(logdir, copy, symlinks=True)
-            stats = recover_dir(copy, as_json=as_json)
-    else:
-        stats = recover_dir(logdir, as_json=as_json)
-    recovered = sum(s.recovered_segments for s in stats.values())
-    truncated = sum(s.truncated_bytes for s in stats.values())
-    for tp, stat in sorted(stats.items(), key=lambda kv: str(kv[0])):
-        if as_json:
-            click.echo(
-                json.dumps(
-                    {
-                        "partition": str(tp),
-                        "recoveredSegments": stat.recovered_segments,
-                        "truncatedBytes": stat.truncated_bytes,
-                        "actions": stat.actions,
-                    }
-                )
-            )
-        elif stat.actions:
-            click.echo(f"{tp}:")
-            for action in stat.actions:
-                click.echo(f"  {action}")
-    if not as_json:
-        verb = "would recover" if dry_run else "recovered"
-        click.echo(f"{verb} {recovered} segment(s) in {len(stats)} partition(s), {truncated} bytes truncated")
+        echo_plan(
+            recovery.plan,
+            as_json=False,
+            dry_run=True,
+            summary=f"dry run: would have {recovery.summary()}; nothing was changed",
+        )
+        return
+    echo_plan(recovery.plan, as_json=False, dry_run=False, summary=f"plan: {recovery.summary()}")
+    run_plan(recovery.plan, as_json=False, label="recovering")
+    click.echo(f"done: {recovery.summary()}")

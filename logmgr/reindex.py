@@ -9,6 +9,9 @@ transactions are carried from segment to segment in offset order.
 The ``.log`` files are never modified. New index files are built in a temporary directory inside the target
 directory (the broker's loader only looks at regular files), fsynced, then renamed over the old ones and the
 directory fsynced: a crash leaves either the old or the new index, never a partial one.
+
+:func:`rebuild_segment_indexes` does the same for one segment of a partition dir (the ``RebuildIndexes`` action
+of an offline plan), finding the transactions open at the segment's start by walking the earlier segments.
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkpoints.atomic import fsync_dir
+from logmgr.offline.plan import Action, LogDirPlan, PartitionPlan, RebuildIndexes
+from logmgr.offline.scan import partition_files, walk_valid_prefix
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE
 from segments.errors import StorageFormatError
 from segments.file_records import FileRecords
 from segments.log_segment import DEFAULT_INDEX_INTERVAL_BYTES, LogSegment
 from segments.naming import (
     LOG_SUFFIX,
+    log_file,
     offset_from_file_name,
     offset_index_file,
     time_index_file,
@@ -105,6 +111,60 @@ def reindex(
     return report
 
 
+def rebuild_segment_indexes(
+    directory: Path,
+    base_offset: int,
+    *,
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+) -> SegmentReindex:
+    """Rebuild, in place and atomically, the indexes of the segment of ``directory`` at ``base_offset`` exactly as
+    :func:`reindex` of the whole partition dir would (the ``.log`` is not changed). The transactions open at its
+    start come from the earlier segments' valid batches (transactional ones only are tracked).
+
+    O(bytes of the segment) when the previous call rebuilt the segment just before it in the same dir, unchanged
+    since (a plan rebuilds in offset order); else O(bytes of the earlier segments) more.
+    """
+    logs = find_logs(directory)
+    earlier = [p for p in logs if offset_from_file_name(p.name) < base_offset]
+    key = _earlier_logs_key(directory, earlier)
+    cached = _open_at_next_segment
+    if cached is not None and cached[0] == key:
+        tracker = TransactionTracker(cached[1])
+    else:
+        tracker = TransactionTracker()
+        for log_path in earlier:
+            segment = LogSegment.open(directory, offset_from_file_name(log_path.name), writable=False)
+            try:
+                # reindex() rebuilds each segment without bounding it by the next one: the same walk here.
+                walk_valid_prefix(segment, None, transactions=tracker)
+            finally:
+                segment.close()
+    log_path = log_file(directory, base_offset)
+    result = _reindex_segment(log_path, directory, tracker, index_interval_bytes, max_index_size)
+    _remember_open_transactions(_earlier_logs_key(directory, [*earlier, log_path]), tracker)
+    return result
+
+
+_LogsKey = tuple[str, tuple[tuple[str, int, int, int], ...]]
+# The transactions open after the last segment rebuilt, keyed by the identity of the logs walked to get them: the
+# next rebuild of the same dir starts from there instead of walking every earlier segment again.
+_open_at_next_segment: tuple[_LogsKey, dict[int, int]] | None = None
+
+
+def _earlier_logs_key(directory: Path, logs: list[Path]) -> _LogsKey:
+    identities = []
+    for path in logs:
+        info = os.stat(path)
+        identities.append((path.name, info.st_ino, info.st_size, info.st_mtime_ns))
+    return str(directory.resolve()), tuple(identities)
+
+
+def _remember_open_transactions(key: _LogsKey, tracker: TransactionTracker) -> None:
+    global _open_at_next_segment
+    _open_at_next_segment = (key, tracker.open_transactions)
+
+
 def _reindex_segment(
     log_path: Path,
     destination: Path,
@@ -169,3 +229,36 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def plan_reindex(target: Path, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> LogDirPlan:
+    """The in-place reindex of ``target`` (partition dir or ``.log`` file) as a plan: one ``RebuildIndexes`` per
+    segment, and a warning per ``.log`` with invalid bytes (its indexes then cover the valid prefix; ``recover``
+    cuts the rest). Reads only. O(total log bytes)."""
+    directory = target if target.is_dir() else target.parent
+    sizes = partition_files(directory)
+    actions: list[Action] = []
+    warnings: list[str] = []
+    for log_path in find_logs(target):
+        base = offset_from_file_name(log_path.name)
+        segment = LogSegment.open(directory, base, writable=False)
+        try:
+            # Unbounded by the next segment, as reindex() rebuilds each segment.
+            problem = walk_valid_prefix(segment, None).problem
+        finally:
+            segment.close()
+        if problem is not None:
+            warnings.append(problem)
+        indexes = tuple(
+            (path.name, sizes[path.name])
+            for path in (
+                offset_index_file(directory, base),
+                time_index_file(directory, base),
+                transaction_index_file(directory, base),
+            )
+            if path.name in sizes
+        )
+        reason = "reindex" if problem is None else "reindex over the valid prefix"
+        actions.append(RebuildIndexes(directory.name, base, indexes, index_interval_bytes, reason))
+    partition = PartitionPlan(directory.name, tuple(actions))
+    return LogDirPlan("reindex", directory.parent, (partition,), warnings=tuple(warnings))

@@ -193,6 +193,10 @@ class _JobBook(Scheduler):
         # Names not scheduled, least recently idle first, pruned beyond _MAX_IDLE_JOBS.
         self._idle: OrderedDict[str, None] = OrderedDict()
         self._active_runs = 0
+        # Test hook: set when shutdown(wait=True) finds executions in progress and blocks until they finish, so a
+        # test can release a job exactly while shutdown waits for it (no sleep). Set under the mutex, which the
+        # running executions need to finish: they cannot end between the set and the wait.
+        self.shutdown_waiting = threading.Event()
 
     @property
     def clock(self) -> Clock:
@@ -265,7 +269,14 @@ class _JobBook(Scheduler):
             self._stop(wait)
         if wait:
             with self._idle_cond:
-                self._idle_cond.wait_for(lambda: self._active_runs == 0)
+                self._idle_cond.wait_for(self._idle_or_signal_waiting)
+
+    def _idle_or_signal_waiting(self) -> bool:
+        """Under the mutex: True when no execution is in progress, else set :attr:`shutdown_waiting`."""
+        if self._active_runs == 0:
+            return True
+        self.shutdown_waiting.set()
+        return False
 
     def job_stats(self, name: str) -> JobStats:
         """A snapshot of the statistics of ``name``. O(1)."""

@@ -430,16 +430,12 @@ class LogSegment:
         error: StorageFormatError | None = None
         next_offset = self.base_offset
         try:
-            for found in self.log.batches():
+            for found in self.log.checked_batches():
                 batch = found.batch
-                try:
-                    batch.ensure_valid()
-                except CorruptRecordError as err:
-                    raise err.at(self.log.path, position_base=found.position) from None
                 last_offset = batch.last_offset
                 # A legacy wrapper's base offset needs decompression; its last offset carries the same check.
                 first_offset = batch.base_offset if batch.magic >= MAGIC_V2 else last_offset
-                self._check_continues(first_offset, last_offset, next_offset, next_segment_base, found.position)
+                self.check_continues(first_offset, last_offset, next_offset, next_segment_base, found.position)
                 next_offset = last_offset + 1
                 if batch.max_timestamp > max_timestamp:
                     max_timestamp, max_offset = batch.max_timestamp, last_offset
@@ -471,10 +467,11 @@ class LogSegment:
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
         return RecoveryResult(valid_bytes, self.size - valid_bytes, count, error)
 
-    def _check_continues(
+    def check_continues(
         self, first_offset: int, last_offset: int, next_offset: int, next_segment_base: int | None, position: int
     ) -> None:
-        """Raise unless a batch's offsets continue this segment (see :meth:`rebuild_indexes`)."""
+        """Raise unless a batch's offsets continue this segment (see :meth:`rebuild_indexes`): from ``next_offset``,
+        below ``next_segment_base``, within the 32-bit relative range. O(1)."""
         if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             raise IndexOffsetOverflowError(
                 f"offset {last_offset} does not fit a segment based at {self.base_offset}",

@@ -1,14 +1,20 @@
-"""Shared test helpers: where the reference fixtures live, and a skip when they are absent."""
+"""Shared test helpers: where the reference fixtures live (and a skip when they are absent), the environment of
+child processes, and the synchronisation tools concurrency tests use instead of sleeps (tests/README.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 FIXTURES = SHARED / "fixtures"
 KAFKA_REAL = FIXTURES / "kafka-real"
@@ -23,6 +29,62 @@ def require_fixtures(path: Path) -> Path:
     if not path.exists():
         pytest.skip(f"reference fixtures not found at {path} (clone ../shared beside this repository to run)")
     return path
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a child Python, with the repository put first on ``PYTHONPATH`` (the
+    inherited entries kept: pytest may live in another venv than the project) and ``extra`` variables set."""
+    inherited = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), inherited])), **extra}
+
+
+FAILURE_DEADLINE_S = 60.0
+"""How long :func:`wait_until` polls: reached only when the awaited condition never comes (the test fails), so it
+is generous enough for a loaded machine and says nothing about speed."""
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = FAILURE_DEADLINE_S) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` if it still does not after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            pytest.fail(f"gave up after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.001)
+
+
+class _Lock(Protocol):
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class ContendedLock:
+    """A lock (``threading.Lock`` or ``RLock``) that sets :attr:`contended` when an acquire finds it held by
+    another thread, then blocks as the wrapped lock does. Put in place of a lock of the code under test, it lets a
+    test know that a thread has reached the lock and is waiting for it, with no sleep."""
+
+    def __init__(self, inner: _Lock) -> None:
+        self._inner = inner
+        self.contended = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._inner.acquire(False):
+            return True
+        if not blocking:
+            return False
+        self.contended.set()
+        return self._inner.acquire(True, timeout)
+
+    def release(self) -> None:
+        self._inner.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.release()
 
 
 @pytest.fixture

@@ -31,7 +31,6 @@ from cli.recover_cmd import recover
 from cli.serve_cmd import serve
 from logmgr.log_manager import LogManager
 from logmgr.verify import verify_paths
-from segments.naming import TopicPartition
 from tests.conftest import KAFKA_REAL, require_fixtures
 
 REPO = Path(__file__).resolve().parent.parent
@@ -215,6 +214,27 @@ def test_bug_cleanup_on_damaged_input_fails_planning_and_writes_nothing(tmp_path
         assert where in result.output and "Traceback" not in result.output
         assert len(result.output.strip().splitlines()) == 1
         assert _tree_hash(logdir) == before
+    if damage != "random-index":
+        # A broker trusts the segments of a dir marked clean: --recover-first repairs what its loader would (a
+        # corrupt index), and still refuses what only `recover --full` repairs, or nothing can (a checkpoint).
+        refused = CliRunner().invoke(cleanup, [str(logdir), "--recover-first", "--dry-run"])
+        assert refused.exit_code == 1 and "Traceback" not in refused.output
+        assert _tree_hash(logdir) == before
+        return
+    # Asked for, the repair is part of the printed plan, and the real run executes exactly it.
+    args = [str(logdir), "--retention-ms", "1", "--recover-first", "--json"]
+    planned = CliRunner().invoke(cleanup, [*args, "--dry-run"])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.output)
+    repairs = [a["action"] for p in plan["previous"]["partitions"] for a in p["actions"]]
+    assert "rebuild-indexes" in repairs
+    assert _tree_hash(logdir) == before
+    done = CliRunner().invoke(cleanup, args)
+    assert done.exit_code == 0, done.output
+    assert len(json.loads(done.output)["applied"]) == len(repairs) + sum(
+        len(p["actions"]) for p in plan["partitions"]
+    ) + len(plan["dirActions"]) + len(plan["previous"]["dirActions"])
+    assert CliRunner().invoke(cleanup, [str(logdir), "--dry-run"]).exit_code == 0, "nothing left to recover"
 
 
 # -- recover -------------------------------------------------------------------------------------------------------
@@ -231,34 +251,74 @@ def _damage(logdir: Path) -> int:
     return 7
 
 
+def _plan_actions(plan: dict[str, Any], partition: str) -> list[dict[str, Any]]:
+    return next(p["actions"] for p in plan["partitions"] if p["partition"] == partition)
+
+
 def test_recover_dry_run_leaves_dir_untouched_and_reports(tmp_path: Path) -> None:
     logdir = _copy(KRAFT_37, tmp_path)
     _damage(logdir)
     before = _tree_hash(logdir)
-    result = CliRunner().invoke(recover, [str(logdir), "--dry-run", "--json"])
+    result = CliRunner().invoke(recover, [str(logdir), "--dry-run", "--json", "--full"])
     assert result.exit_code == 0, result.output
     assert _tree_hash(logdir) == before
-    by_partition = {line["partition"]: line for line in _json_lines(result.output)}
-    connect = by_partition[CONNECT]
-    assert isinstance(connect["actions"], list) and connect["actions"]
-    assert connect["truncatedBytes"] and connect["truncatedBytes"] > 0
-    assert any("index" in str(action) for action in by_partition[KSQL]["actions"]), by_partition[KSQL]
+    (plan,) = _json_lines(result.output)
+    assert plan["command"] == "recover" and plan["dryRun"] is True
+    connect = _plan_actions(plan, CONNECT)
+    cut = [a["sizeBefore"] - a["sizeAfter"] for a in connect if a["action"] == "truncate"]
+    # The 7 bytes torn off leave a partial batch: recovery cuts it whole.
+    assert len(cut) == 1 and cut[0] > 7
+    assert any(a["action"] == "rebuild-indexes" for a in _plan_actions(plan, KSQL))
+    assert plan["truncatedBytes"] == cut[0] and plan["recoveredSegments"] == 139
 
 
-def test_recover_restores_a_torn_dir_with_original_indexes(tmp_path: Path) -> None:
+def test_recover_with_the_marker_handles_only_missing_indexes(tmp_path: Path) -> None:
     logdir = _copy(KRAFT_37, tmp_path)
+    assert CleanShutdownMarker.exists(logdir)
     _damage(logdir)
+    result = CliRunner().invoke(recover, [str(logdir), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "unclean" not in result.output and "clean-shutdown marker present" in result.output
+    # A broker trusts the marker: the torn tail (a partial batch it does not read) is left to --full, with a warning.
+    assert "  truncate " not in result.output
+    assert f"{CONNECT}/{FIRST}.log" in result.output and "recover --full does" in result.output
+    assert result.output.count("rebuild the indexes") == 2
+    assert result.output.splitlines()[-1] == (
+        "dry run: would have 2 segment(s) recovered, 0 bytes truncated, 0 file(s) deleted, in 2 partition(s); "
+        "nothing was changed"
+    )
     result = CliRunner().invoke(recover, [str(logdir)])
     assert result.exit_code == 0, result.output
-    assert f"{CONNECT}:" in result.output and "bytes truncated" in result.output
+    assert result.output.count("done: rebuild the indexes") == 2
+    assert CleanShutdownMarker.exists(logdir)
+    for relative in (f"{KSQL}/{FIRST}.index", f"{KSQL}/{FIRST}.timeindex", f"{OFFSETS_37}/{FIRST}.index"):
+        assert (logdir / relative).read_bytes() == (KRAFT_37 / relative).read_bytes(), relative
+
+
+def test_recover_full_restores_a_torn_dir_with_original_indexes(tmp_path: Path) -> None:
+    logdir = _copy(KRAFT_37, tmp_path)
+    _damage(logdir)
+    result = CliRunner().invoke(recover, [str(logdir), "--full"])
+    assert result.exit_code == 0, result.output
+    assert f"{CONNECT}:" in result.output and "done: truncate" in result.output
     report = verify_paths([logdir])
     assert report.ok, [str(p) for p in report.problems][:5]
-    assert CleanShutdownMarker.exists(logdir)
+    # --full changed data in a dir marked clean: the marker goes, every recovery point is at its log end.
+    assert not CleanShutdownMarker.exists(logdir)
+    manager = LogManager(broker_config([logdir], None))
+    manager.startup()
+    try:
+        points = OffsetCheckpointFile(logdir / RECOVERY_POINT_CHECKPOINT_FILE).read()
+        for log in manager.all_logs():
+            assert points[log.topic_partition] == log.log_end_offset
+            assert log.recovery.truncated_bytes == 0 and log.recovery.recovered_segments <= 1
+    finally:
+        manager.shutdown()
     # Only segments the fixture list does not name as differing (tests/test_fixtures_real.py KNOWN_DIFFERENCES).
     for relative in (f"{KSQL}/{FIRST}.index", f"{KSQL}/{FIRST}.timeindex", f"{OFFSETS_37}/{FIRST}.index"):
         assert (logdir / relative).read_bytes() == (KRAFT_37 / relative).read_bytes(), relative
     rerun = CliRunner().invoke(recover, [str(logdir), "--dry-run", "--json"])
-    assert all(line["truncatedBytes"] == 0 for line in _json_lines(rerun.output))
+    assert _json_lines(rerun.output)[-1]["truncatedBytes"] == 0
 
 
 # -- locked dir ----------------------------------------------------------------------------------------------------
@@ -348,7 +408,17 @@ def test_serve_runs_jobs_serves_status_and_stops_cleanly_on_sigterm(tmp_path: Pa
         "log.segment.delete.delay.ms=100\n"
     )
     process = subprocess.Popen(
-        [*_serve_command(), str(logdir), "--config", str(config), "--status-port", "0"],
+        # The metadata says docker-connect-configs is compacted: the flag makes it a retention topic to delete from.
+        [
+            *_serve_command(),
+            str(logdir),
+            "--config",
+            str(config),
+            "--topic-config",
+            f"{CONNECT.rsplit('-', 1)[0]}:cleanup.policy=delete",
+            "--status-port",
+            "0",
+        ],
         cwd=REPO,
         stderr=subprocess.PIPE,
         text=True,

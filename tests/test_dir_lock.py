@@ -18,8 +18,7 @@ import pytest
 
 from logmgr.dir_lock import LOCK_FILE_NAME, LogDirLock, is_locked_by_another_process
 from logmgr.errors import LogDirLockedError, LogmgrError
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import child_env
 
 # A second process that takes orders on stdin, so the kernel's view is checked from outside this process.
 _PEER_SOURCE = textwrap.dedent(
@@ -48,9 +47,8 @@ _PEER_SOURCE = textwrap.dedent(
 
 class Peer:
     def __init__(self) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _PEER_SOURCE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            [sys.executable, "-c", _PEER_SOURCE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env()
         )
 
     def ask(self, op: str, path: Path) -> str:
@@ -141,7 +139,7 @@ def test_probe_without_a_lock_file_or_holder(tmp_path: Path) -> None:
 def test_a_stale_lock_file_does_not_block(tmp_path: Path) -> None:
     # A process takes the lock and dies without releasing it (os._exit skips every cleanup).
     code = f"import os; from logmgr.dir_lock import LogDirLock; LogDirLock({str(tmp_path)!r}); os._exit(0)"
-    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    subprocess.run([sys.executable, "-c", code], check=True, env=child_env())
     assert (tmp_path / ".lock").exists()
     assert not is_locked_by_another_process(tmp_path)
     (tmp_path / ".lock").write_bytes(b"left over by someone")

@@ -11,7 +11,6 @@ import itertools
 import random
 import struct
 import threading
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -66,6 +65,7 @@ from segments.records import (
     build_batch,
 )
 from segments.transaction_index import AbortedTxn, TransactionIndex
+from tests.conftest import FAILURE_DEADLINE_S, ContendedLock, wait_until
 
 # A multiple of 1000: LogSegment keeps its creation time as float seconds, exact for whole seconds.
 T0 = 1_700_000_000_000
@@ -1184,27 +1184,28 @@ def test_retention_snapshot_waits_for_a_mutation_in_progress(pdir: Path, clock: 
     """Regression (Log.snapshot(), which the manager's cleanup jobs call from their own thread, did not take the log
     lock): it could stat a segment file that a truncation was renaming and fail with FileNotFoundError."""
     log = _three_segment_log(pdir, clock)
+    log._lock = lock = ContendedLock(log._lock)
     taken, release = threading.Event(), threading.Event()
     results: list[int] = []
 
     def writer() -> None:
         with log._lock:
             taken.set()
-            release.wait(10)
+            release.wait(FAILURE_DEADLINE_S)
 
     def job() -> None:
         results.append(len(log.snapshot().segments))
 
     holder = threading.Thread(target=writer)
     holder.start()
-    assert taken.wait(10)
+    assert taken.wait(FAILURE_DEADLINE_S)
     snapshotter = threading.Thread(target=job)
     snapshotter.start()
-    snapshotter.join(0.2)
+    wait_until(lambda: lock.contended.is_set() or not snapshotter.is_alive(), "the snapshot to wait or end")
     assert snapshotter.is_alive() and results == []
     release.set()
-    snapshotter.join(10)
-    holder.join(10)
+    snapshotter.join(FAILURE_DEADLINE_S)
+    holder.join(FAILURE_DEADLINE_S)
     assert results == [3]
 
 def test_readers_in_threads_while_the_writer_rolls_truncates_and_deletes(pdir: Path, clock: ManualClock) -> None:
@@ -1699,27 +1700,39 @@ def test_read_committed_racing_retention_of_the_marker_segment_is_out_of_range(
         log.read(0, 1 << 20, isolation=Isolation.READ_COMMITTED)
 
 
-def test_producer_expiration_runs_under_the_log_lock(pdir: Path, clock: ManualClock) -> None:
+def test_producer_expiration_runs_under_the_log_lock(
+    pdir: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Regression (load bench): the expiration job iterated the producers while appends added some ("dictionary
-    changed size during iteration")."""
+    changed size during iteration"). Deterministic: while the expiration is inside its iteration, an append of a
+    new producer runs, and the iteration goes on only once that append has either finished (unlocked: the dict
+    changed under the iterator) or is waiting for the log lock (the fix)."""
     log = open_log(pdir, clock)
-    stop = threading.Event()
+    log.append_as_leader(batch(b"x", pid=1, epoch=0, seq=0))
+    log._lock = lock = ContendedLock(log._lock)
+    iterating, appended = threading.Event(), threading.Event()
+    is_expired = log.producer_state._is_expired
+
+    def is_expired_meeting_an_append(*args: Any) -> bool:
+        iterating.set()
+        wait_until(lambda: appended.is_set() or lock.contended.is_set(), "the append to finish or wait for the lock")
+        return is_expired(*args)
+
+    monkeypatch.setattr(log.producer_state, "_is_expired", is_expired_meeting_an_append)
     errors: list[BaseException] = []
 
     def expire() -> None:
         try:
-            while not stop.is_set():
-                log.remove_expired_producers(0)
-                time.sleep(0)  # let the appender take the (unfair) lock between runs
+            log.remove_expired_producers(0)
         except BaseException as err:
             errors.append(err)
 
     expirer = threading.Thread(target=expire)
     expirer.start()
-    try:
-        for producer_id in range(1_000):
-            log.append_as_leader(batch(b"x", pid=producer_id, epoch=0, seq=0))
-    finally:
-        stop.set()
-        expirer.join()
-    assert not errors
+    assert iterating.wait(FAILURE_DEADLINE_S)
+    log.append_as_leader(batch(b"y", pid=2, epoch=0, seq=0))
+    appended.set()
+    expirer.join()
+    assert not errors, errors
+    assert lock.contended.is_set()
+    assert set(log.producer_state.active_producers) == {1, 2}

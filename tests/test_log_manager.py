@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, suppress
 from datetime import datetime
@@ -52,7 +51,7 @@ from segments.errors import InvalidTopicError
 from segments.file_records import FileRecords
 from segments.naming import TopicPartition, delete_dir_name, log_file, producer_snapshot_file
 from segments.records import SimpleRecord
-from tests.conftest import KAFKA_REAL, require_fixtures
+from tests.conftest import FAILURE_DEADLINE_S, KAFKA_REAL, require_fixtures, wait_until
 
 T0 = 1_700_000_000_000
 MINUTE = 60_000
@@ -631,14 +630,18 @@ def test_shutdown_runs_no_more_jobs_and_status_reports_them(make: Factory) -> No
     assert m.scheduler.job_stats(JOB_RETENTION).runs == runs
 
 
-def test_bug_shutdown_deadlocked_with_a_running_job(make: Factory, tmp_path: Path) -> None:
+def test_bug_shutdown_deadlocked_with_a_running_job(tmp_path: Path) -> None:
     entered, release = threading.Event(), threading.Event()
 
     def blocking_sleep(seconds: float) -> None:
         entered.set()
-        release.wait(10)
+        release.wait(FAILURE_DEADLINE_S)
 
-    m = make(props={"log.retention.ms": str(MINUTE), "logmgr.delete.interval.ms": "1"}, sleep=blocking_sleep)
+    # Not from `make`: its teardown would shut the manager down again, and hang on the lock a deadlock holds.
+    clock = ManualClock(T0)
+    props = {"log.retention.ms": str(MINUTE), "logmgr.delete.interval.ms": "1", "log.dirs": str(tmp_path / "d1")}
+    config = BrokerConfig.from_properties({**BASE_PROPS, **props})
+    m = LogManager(config, clock=clock, scheduler=ManualScheduler(clock), sleep=blocking_sleep)
     m.startup()
     log = m.get_or_create_log("t", 0)
     fill(log, 20, ts=T0 - HOUR)
@@ -647,15 +650,16 @@ def test_bug_shutdown_deadlocked_with_a_running_job(make: Factory, tmp_path: Pat
     clock_of(m).advance(DELETE_DELAY)
     job = threading.Thread(target=m.run_job_now, args=(JOB_DELETE_LOGS,), daemon=True)
     job.start()
-    assert entered.wait(10)
+    assert entered.wait(FAILURE_DEADLINE_S)
     stopper = threading.Thread(target=m.shutdown, daemon=True)
     stopper.start()
-    time.sleep(0.1)
+    assert m.scheduler.shutdown_waiting.wait(FAILURE_DEADLINE_S)
     # The job resumes while shutdown waits for it: it must be able to finish (it takes the manager's lock).
     release.set()
-    stopper.join(5)
-    job.join(5)
-    assert not stopper.is_alive() and not job.is_alive()
+    stopper.join(FAILURE_DEADLINE_S)
+    assert not stopper.is_alive(), "shutdown deadlocked with the job it waits for"
+    job.join(FAILURE_DEADLINE_S)
+    assert not job.is_alive()
     assert CleanShutdownMarker.exists(tmp_path / "d1")
 
 
@@ -908,33 +912,33 @@ def test_real_scheduler_runs_retention_and_checkpoints_in_the_background(tmp_pat
     try:
         log = m.get_or_create_log("t", 0)
         fill(log, 20, ts=clock.time_ms() - HOUR)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            points = (
-                OffsetCheckpointFile(d1 / RECOVERY_POINT_CHECKPOINT_FILE).read()
-                if (d1 / RECOVERY_POINT_CHECKPOINT_FILE).exists()
-                else {}
-            )
-            if (
-                log.log_start_offset == 20
-                and points.get(TopicPartition("t", 0)) == 20
-                and not pending_files(d1)
-            ):
-                break
-            time.sleep(0.02)
+
+        def checkpoint() -> dict[TopicPartition, int]:
+            path = d1 / RECOVERY_POINT_CHECKPOINT_FILE
+            return OffsetCheckpointFile(path).read() if path.exists() else {}
+
+        wait_until(
+            lambda: log.log_start_offset == 20
+            and checkpoint().get(TopicPartition("t", 0)) == 20
+            and not pending_files(d1),
+            "retention, the deletion and the recovery-point checkpoint to run",
+        )
         assert log.segments.base_offsets() == [20]
-        assert points == {TopicPartition("t", 0): 20}
+        assert checkpoint() == {TopicPartition("t", 0): 20}
         assert pending_files(d1) == []
         status = m.status()["jobs"]
         assert status[JOB_RETENTION]["runs"] >= 1 and status[JOB_RECOVERY_POINT_CHECKPOINT]["runs"] >= 1
         assert all(job["failures"] == 0 for job in status.values())
     finally:
-        started = time.monotonic()
-        m.shutdown()
-        assert time.monotonic() - started < 3
-    runs = m.scheduler.job_stats(JOB_RETENTION).runs
-    time.sleep(0.3)
-    assert m.scheduler.job_stats(JOB_RETENTION).runs == runs
+        # A hang (shutdown waiting for a whole period, or for a job that never ends) fails; its speed is not tested.
+        stopper = threading.Thread(target=m.shutdown, daemon=True)
+        stopper.start()
+        stopper.join(FAILURE_DEADLINE_S)
+        assert not stopper.is_alive(), "shutdown hangs"
+    # Nothing can run after shutdown: no schedule is left, and APScheduler itself is stopped with no job.
+    assert m.scheduler.jobs() == []
+    assert isinstance(m.scheduler, ApsScheduler)
+    assert not m.scheduler._aps.running and m.scheduler._aps.get_jobs() == []
     assert CleanShutdownMarker.exists(d1)
 
 

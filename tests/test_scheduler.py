@@ -13,6 +13,7 @@ import pytest
 from logmgr import scheduler as scheduler_module
 from logmgr.clock import Clock, ManualClock, SystemClock
 from logmgr.scheduler import ApsScheduler, JobStats, ManualScheduler, Scheduler
+from tests.conftest import FAILURE_DEADLINE_S, ContendedLock, wait_until
 
 LONG_MAX = 9_223_372_036_854_775_807
 
@@ -23,10 +24,11 @@ LONG_MAX = 9_223_372_036_854_775_807
 def test_system_clock_is_a_clock_and_moves() -> None:
     clock = SystemClock()
     assert isinstance(clock, Clock)
-    assert abs(clock.time_ms() - time.time() * 1000) < 1000
+    before = time.time_ns() // 1_000_000
+    now = clock.time_ms()
+    assert before <= now <= time.time_ns() // 1_000_000
     first = clock.monotonic_ms()
-    time.sleep(0.002)
-    assert clock.monotonic_ms() >= first + 1
+    wait_until(lambda: clock.monotonic_ms() > first, "the monotonic clock to move")
 
 
 def test_manual_clock_advance_and_set() -> None:
@@ -236,22 +238,23 @@ def test_manual_run_job_now_never_overlaps_a_scheduled_run() -> None:
             max_concurrent = max(max_concurrent, concurrent)
         if not inside.is_set():
             inside.set()
-            assert release.wait(5)
+            assert release.wait(FAILURE_DEADLINE_S)
         with guard:
             concurrent -= 1
 
     sched.schedule("job", job, delay_ms=10, period_ms=10)
+    run_lock = sched._jobs["job"].run_lock = ContendedLock(sched._jobs["job"].run_lock)
     advancer = threading.Thread(target=sched.advance, args=(10,))
     advancer.start()
-    assert inside.wait(5)
+    assert inside.wait(FAILURE_DEADLINE_S)
     on_demand = threading.Thread(target=sched.run_job_now, args=("job",))
     on_demand.start()
-    time.sleep(0.05)
+    wait_until(lambda: run_lock.contended.is_set() or not on_demand.is_alive(), "the on-demand run to wait or end")
     assert on_demand.is_alive()  # waiting for the scheduled run to finish
     assert sched.job_stats("job").runs == 0
     release.set()
-    advancer.join(5)
-    on_demand.join(5)
+    advancer.join(FAILURE_DEADLINE_S)
+    on_demand.join(FAILURE_DEADLINE_S)
     assert max_concurrent == 1
     assert sched.job_stats("job").runs == 2
     sched._check()
@@ -348,21 +351,26 @@ def test_manual_shutdown_stops_and_later_schedules_are_ignored(caplog: pytest.Lo
 
 def test_manual_shutdown_waits_for_a_run_in_progress() -> None:
     _, sched = manual()
-    inside = threading.Event()
-    done = threading.Event()
+    inside, release, done = threading.Event(), threading.Event(), threading.Event()
 
     def job() -> None:
         inside.set()
-        time.sleep(0.1)
+        assert release.wait(FAILURE_DEADLINE_S)
         done.set()
 
     sched.schedule_once("job", job, 0)
     advancer = threading.Thread(target=sched.advance, args=(0,))
     advancer.start()
-    assert inside.wait(5)
-    sched.shutdown(wait=True)
+    assert inside.wait(FAILURE_DEADLINE_S)
+    stopper = threading.Thread(target=sched.shutdown, kwargs={"wait": True})
+    stopper.start()
+    # The job ends only once shutdown is blocked waiting for it (or has returned without waiting: the bug).
+    wait_until(lambda: sched.shutdown_waiting.is_set() or not stopper.is_alive(), "shutdown to wait or return")
+    assert stopper.is_alive() and not done.is_set()
+    release.set()
+    stopper.join(FAILURE_DEADLINE_S)
     assert done.is_set()
-    advancer.join(5)
+    advancer.join(FAILURE_DEADLINE_S)
 
 
 def test_manual_advance_from_a_job_is_refused() -> None:
@@ -471,13 +479,39 @@ def test_both_implementations_satisfy_the_interface(kind: str) -> None:
 # ---------------------------------------------------------------------------------------------------- real APScheduler
 
 
-def test_aps_jobs_run_never_overlap_log_errors_and_stop_at_shutdown(caplog: pytest.LogCaptureFixture) -> None:
+def _pool_shutdown_signal(sched: ApsScheduler, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """An event set when APScheduler's own shutdown, holding its job-store lock, starts waiting for the jobs
+    running in its pool: the moment a run in progress sees shutdown wait for it."""
+    started = threading.Event()
+    executor = sched._aps._executors["default"]
+    shutdown = executor.shutdown
+
+    def signalling_shutdown(wait: bool = True) -> None:
+        started.set()
+        shutdown(wait)
+
+    monkeypatch.setattr(executor, "shutdown", signalling_shutdown)
+    return started
+
+
+def _stopped_for_good(sched: ApsScheduler) -> bool:
+    """Nothing can run any more: no schedule is left, APScheduler is stopped and holds no job."""
+    return sched.jobs() == [] and not sched._aps.running and sched._aps.get_jobs() == []
+
+
+def test_aps_jobs_run_never_overlap_log_errors_and_stop_at_shutdown(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     clock = ManualClock(42_000)  # stats come from the injected clock, scheduling from APScheduler's wall time
     sched = ApsScheduler(clock=clock, max_workers=4)
+    pool_shutdown = _pool_shutdown_signal(sched, monkeypatch)
     guard = threading.Lock()
     concurrent = 0
     max_concurrent = 0
-    in_progress = threading.Event()
+    # The first run of "slow" lasts until a second run of it is waiting for it (the run lock refuses the overlap);
+    # once `held` is set, the next run lasts until shutdown waits for it.
+    overlap, held, held_in_progress = threading.Event(), threading.Event(), threading.Event()
+    overlap.set()
     counts = {"fast": 0, "slow": 0, "bad": 0}
 
     def fast() -> None:
@@ -489,12 +523,15 @@ def test_aps_jobs_run_never_overlap_log_errors_and_stop_at_shutdown(caplog: pyte
         with guard:
             concurrent += 1
             max_concurrent = max(max_concurrent, concurrent)
-        in_progress.set()
-        time.sleep(0.12)  # longer than its 50 ms period
+        if overlap.is_set():
+            overlap.clear()
+            wait_until(run_lock.contended.is_set, "a second run of 'slow' to wait for the first")
+        elif held.is_set():
+            held_in_progress.set()
+            wait_until(pool_shutdown.is_set, "shutdown to wait for the run in progress")
         with guard:
             concurrent -= 1
             counts["slow"] += 1
-        in_progress.clear()
 
     def bad() -> None:
         with guard:
@@ -505,21 +542,20 @@ def test_aps_jobs_run_never_overlap_log_errors_and_stop_at_shutdown(caplog: pyte
         sched.startup()
         sched.schedule("fast", fast, delay_ms=0, period_ms=50)
         sched.schedule("slow", slow, delay_ms=0, period_ms=50)
+        run_lock = sched._jobs["slow"].run_lock = ContendedLock(sched._jobs["slow"].run_lock)
         sched.schedule("bad", bad, delay_ms=10, period_ms=50)
         sched.run_job_now("slow")  # on demand, racing the scheduled runs
-        time.sleep(0.3)
+        assert run_lock.contended.is_set() and not overlap.is_set()
+        wait_until(
+            lambda: counts["fast"] >= 5 and counts["slow"] >= 3 and counts["bad"] >= 3, f"more runs than {counts}"
+        )
         sched.run_job_now("slow")
-        assert in_progress.wait(1)
+        held.set()
+        wait_until(held_in_progress.is_set, "a scheduled run of 'slow' to start")
         sched.shutdown(wait=True)
         # shutdown waited for the slow run that was in progress
         assert concurrent == 0
-        assert not in_progress.is_set()
-    snapshot = dict(counts)
-    time.sleep(0.12)
-    assert counts == snapshot  # nothing runs after shutdown
-    assert counts["fast"] >= 5
-    assert counts["slow"] >= 3
-    assert counts["bad"] >= 3
+    assert _stopped_for_good(sched)
     assert max_concurrent == 1
     bad_stats = sched.job_stats("bad")
     assert bad_stats.failures == bad_stats.runs == counts["bad"]
@@ -528,51 +564,50 @@ def test_aps_jobs_run_never_overlap_log_errors_and_stop_at_shutdown(caplog: pyte
     failures = [r for r in caplog.records if r.name == "logmgr.scheduler" and "'bad'" in r.getMessage()]
     assert len(failures) == counts["bad"]
     assert sched.job_stats("slow").runs == counts["slow"]
-    assert sched.jobs() == []
     sched._check()
 
 
 def test_aps_one_shots_self_rescheduling_and_long_max_period() -> None:
     sched = ApsScheduler(max_workers=2)
     sched.startup()
-    done = threading.Event()
     runs: list[str] = []
 
     def delete_logs() -> None:
         runs.append("delete")
         if runs.count("delete") < 3:
             sched.schedule_once("delete", delete_logs, 10)  # replaces itself while running
-        else:
-            done.set()
 
     sched.schedule_once("delete", delete_logs, 0)
     sched.schedule("flusher", lambda: runs.append("flush"), delay_ms=0, period_ms=LONG_MAX)
-    assert done.wait(2)
-    time.sleep(0.03)
+    # Both are one-shots: once each has run, nothing is scheduled, so no later run can come.
+    wait_until(
+        lambda: sched.jobs() == [] and sched.job_stats("delete").runs == 3 and sched.job_stats("flusher").runs == 1,
+        "three deletes and one flush",
+    )
     assert runs.count("delete") == 3
     assert runs.count("flush") == 1
-    assert sched.jobs() == []
-    assert sched.job_stats("delete").runs == 3
     sched.shutdown()
     sched._check()
 
 
-def test_aps_a_job_scheduling_during_shutdown_does_not_deadlock() -> None:
+def test_aps_a_job_scheduling_during_shutdown_does_not_deadlock(monkeypatch: pytest.MonkeyPatch) -> None:
     sched = ApsScheduler(max_workers=2)
+    pool_shutdown = _pool_shutdown_signal(sched, monkeypatch)
     sched.startup()
     inside = threading.Event()
 
     def job() -> None:
         inside.set()
-        time.sleep(0.1)
-        sched.schedule_once("follow-up", lambda: None, 0)  # arrives while shutdown waits for this run
+        # Arrives exactly while APScheduler's shutdown holds its job-store lock and waits for this run.
+        wait_until(pool_shutdown.is_set, "shutdown to wait for the run")
+        sched.schedule_once("follow-up", lambda: None, 0)
 
     sched.schedule_once("job", job, 0)
-    assert inside.wait(2)
-    stopper = threading.Thread(target=sched.shutdown, kwargs={"wait": True})
+    assert inside.wait(FAILURE_DEADLINE_S)
+    stopper = threading.Thread(target=sched.shutdown, kwargs={"wait": True}, daemon=True)
     stopper.start()
-    stopper.join(3)
-    assert not stopper.is_alive()
+    stopper.join(FAILURE_DEADLINE_S)
+    assert not stopper.is_alive(), "shutdown deadlocked with a job scheduling another"
     assert sched.jobs() == []
     assert sched.job_stats("job").runs == 1
 

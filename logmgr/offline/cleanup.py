@@ -88,8 +88,8 @@ def plan_cleanup(
     if damaged:
         first = damaged[0]
         raise PlanError(
-            f"{view.path / first.name}: {first.needs_recovery[0]}; a broker would recover "
-            f"{len(damaged)} partition(s) of this dir on load: run `logmgr recover` first or pass --recover-first"
+            f"{view.path / first.name}: {first.needs_recovery[0]} ({len(damaged)} damaged partition(s)); "
+            "repair first: `logmgr recover` (--full for what a broker would not recover) or cleanup --recover-first"
         )
     configs = {p.topic_partition.topic: resolve(p.topic_partition.topic) for p in view.partitions}
     snapshots: dict[TopicPartition, LogSnapshot] = {}

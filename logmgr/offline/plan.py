@@ -164,6 +164,7 @@ class DeleteFiles(Action):
 
     kind: ClassVar[str] = "delete"
     partition: str
+    """The partition dir's name; empty for a file of the log dir itself (the clean-shutdown marker)."""
     files: tuple[tuple[str, int], ...]
     """``(name, size)`` of each file, as planned; size :data:`UNKNOWN_SIZE` for a file an earlier action of the
     same plan rebuilds (its size is known only then)."""
@@ -189,7 +190,7 @@ class DeleteFiles(Action):
 
     def predict(self, tree: Tree) -> None:
         for name, _ in self.files:
-            tree.pop(f"{self.partition}/{name}", None)
+            tree.pop(f"{self.partition}/{name}" if self.partition else name, None)
 
     def apply(self, log_dir: Path) -> None:
         directory = log_dir / self.partition

@@ -11,13 +11,18 @@ After an unclean shutdown (no ``.kafka_cleanshutdown``) a broker recovers every 
 recovery point; :func:`scan_log_dir` then walks those segments whole (CRC, offsets continuing the segment, as
 :meth:`~segments.log_segment.LogSegment.rebuild_indexes` does), as it does a segment without ``.index``, and records
 in :attr:`PartitionView.needs_recovery` the invalid bytes a broker's recovery would truncate.
+
+``lenient=True`` (what ``recover`` and ``cleanup --recover-first`` scan with) records instead of raising what a
+recovery repairs: a segment whose indexes fail their checks, or whose batches after the last index entry are
+invalid, is walked whole and the problem is listed in :attr:`PartitionView.needs_recovery`. Checkpoints stay
+strict: nothing repairs a malformed one.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +50,8 @@ from segments.naming import (
     filename_prefix_from_offset,
     offset_from_file_name,
 )
-from segments.records import MAGIC_V2
+from segments.records import MAGIC_V2, RecordBatch
+from segments.transactions import TransactionTracker
 
 METADATA_TOPIC = "__cluster_metadata"
 OFFSET_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE)
@@ -155,17 +161,26 @@ def require_log_dir(log_dir: Path) -> None:
         raise PlanError(f"{log_dir}: no such log dir")
 
 
-def scan_log_dir(log_dir: Path, *, only: Collection[TopicPartition] | None = None) -> LogDirView:
-    """Read ``log_dir`` for planning (see the module doc); ``only`` limits the partitions read (an unknown one is a
-    :class:`PlanError`). O(checkpoints + index entries + bytes after the last index entries; whole segments from
-    the recovery point after an unclean shutdown)."""
-    require_log_dir(log_dir)
-    clean = read_regular_file(log_dir / CLEAN_SHUTDOWN_FILE) is not None
+def read_offset_checkpoints(log_dir: Path) -> dict[str, CheckpointView]:
+    """The dir's recovery-point, log-start-offset and replication-offset checkpoints, strictly parsed (a malformed
+    one raises its format error naming the file and line). O(checkpoint bytes)."""
     checkpoints: dict[str, CheckpointView] = {}
     for name in OFFSET_CHECKPOINTS:
         path = log_dir / name
         raw = read_regular_file(path)
         checkpoints[name] = CheckpointView(name, raw, parse_offset_checkpoint(raw or b"", path))
+    return checkpoints
+
+
+def scan_log_dir(
+    log_dir: Path, *, only: Collection[TopicPartition] | None = None, lenient: bool = False
+) -> LogDirView:
+    """Read ``log_dir`` for planning (see the module doc); ``only`` limits the partitions read (an unknown one is a
+    :class:`PlanError`). O(checkpoints + index entries + bytes after the last index entries; whole segments from
+    the recovery point after an unclean shutdown)."""
+    require_log_dir(log_dir)
+    clean = read_regular_file(log_dir / CLEAN_SHUTDOWN_FILE) is not None
+    checkpoints = read_offset_checkpoints(log_dir)
     recovery_points = checkpoints[RECOVERY_POINT_CHECKPOINT_FILE].entries
     starts = checkpoints[LOG_START_OFFSET_CHECKPOINT_FILE].entries
     watermarks = checkpoints[REPLICATION_OFFSET_CHECKPOINT_FILE].entries
@@ -196,7 +211,7 @@ def scan_log_dir(log_dir: Path, *, only: Collection[TopicPartition] | None = Non
         found.add(tp)
         partitions.append(
             _scan_partition(
-                child, tp, clean, recovery_points.get(tp), starts.get(tp), watermarks.get(tp)
+                child, tp, clean, recovery_points.get(tp), starts.get(tp), watermarks.get(tp), lenient=lenient
             )
         )
     if only is not None:
@@ -213,13 +228,10 @@ def _scan_partition(
     recovery_point: int | None,
     log_start: int | None,
     high_watermark: int | None,
+    *,
+    lenient: bool,
 ) -> PartitionView:
-    sizes: dict[str, int] = {}
-    for entry in os.scandir(directory):
-        if entry.is_symlink():
-            raise PlanError(f"{entry.path} is a symbolic link: logmgr does not read or write through links in a log dir")
-        if entry.is_file(follow_symlinks=False):
-            sizes[entry.name] = entry.stat(follow_symlinks=False).st_size
+    sizes = partition_files(directory)
     bases = sorted(offset_from_file_name(name) for name in sizes if name.endswith(LOG_SUFFIX) and _numbered(name))
     reasons: list[str] = []
     # After an unclean shutdown a broker recovers from the segment holding the recovery point on.
@@ -233,7 +245,9 @@ def _scan_partition(
         following = bases[index + 1] if index + 1 < len(bases) else None
         # A segment without an offset index is read whole: a broker would rebuild its indexes from every batch.
         whole = (recover_from is not None and base >= recover_from) or f"{filename_prefix_from_offset(base)}{INDEX_SUFFIX}" not in sizes
-        view, problem = _scan_segment(directory, base, sizes, following, is_last=following is None, whole=whole)
+        view, problem = _scan_segment(
+            directory, base, sizes, following, is_last=following is None, whole=whole, lenient=lenient
+        )
         segments.append(view)
         if problem is not None:
             reasons.append(problem)
@@ -241,6 +255,17 @@ def _scan_partition(
     return PartitionView(
         tp, directory.name, tuple(segments), recovery_point, log_start, high_watermark, epochs, tuple(reasons)
     )
+
+
+def partition_files(directory: Path) -> dict[str, int]:
+    """Name -> size of every regular file of a partition dir; a link is refused (:class:`PlanError`). O(files)."""
+    sizes: dict[str, int] = {}
+    for entry in os.scandir(directory):
+        if entry.is_symlink():
+            raise PlanError(f"{entry.path} is a symbolic link: logmgr does not read or write through links in a log dir")
+        if entry.is_file(follow_symlinks=False):
+            sizes[entry.name] = entry.stat(follow_symlinks=False).st_size
+    return sizes
 
 
 def _numbered(name: str) -> bool:
@@ -252,10 +277,18 @@ def _numbered(name: str) -> bool:
 
 
 def _scan_segment(
-    directory: Path, base: int, sizes: Mapping[str, int], following: int | None, *, is_last: bool, whole: bool
+    directory: Path,
+    base: int,
+    sizes: Mapping[str, int],
+    following: int | None,
+    *,
+    is_last: bool,
+    whole: bool,
+    lenient: bool,
 ) -> tuple[SegmentView, str | None]:
     """One segment's view, and why a broker would recover it (None: it would not). Format errors in what is read
-    propagate, except, in a segment a broker recovers anyway (``whole``), the invalid bytes recovery truncates."""
+    propagate, except, in a segment a broker recovers anyway (``whole``), the invalid bytes recovery truncates,
+    and with ``lenient`` any of them (the segment is then walked whole)."""
     prefix = filename_prefix_from_offset(base)
     files = tuple(
         (prefix + suffix, sizes[prefix + suffix]) for suffix in SEGMENT_FILE_SUFFIXES if prefix + suffix in sizes
@@ -265,24 +298,38 @@ def _scan_segment(
     segment = LogSegment.open(directory, base, writable=False)
     try:
         log_size = segment.size
-        for finding in [*segment.offset_index.check(log_size), *segment.time_index.check()]:
-            # The active segment of a running or crashed broker keeps its indexes preallocated (zero-filled), and
-            # the first zero slot of an empty one reads as the entry (base, 0), which no 0-byte log can hold.
-            zero_fill = finding.message.startswith(UNTRIMMED_INDEX) or (log_size == 0 and finding.position == 0)
-            if is_last and zero_fill:
-                continue
-            raise finding
+        try:
+            for finding in index_findings(segment, is_last=is_last):
+                raise finding
+            if not whole:
+                next_offset, largest = _walk_tail(segment)
+        except StorageFormatError as err:
+            if not lenient:
+                raise
+            problem, whole = str(err), True
         if whole:
-            next_offset, largest, invalid = _walk_whole(segment, following)
-            if invalid is not None:
-                problem = invalid
-        else:
-            next_offset, largest = _walk_tail(segment)
+            prefix_read = walk_valid_prefix(segment, following)
+            next_offset, largest = prefix_read.next_offset, prefix_read.largest_timestamp
+            problem = problem or prefix_read.problem
         if largest < 0:
             largest = int(os.stat(segment.log.path).st_mtime * 1000)
     finally:
         segment.close()
     return SegmentView(base, log_size, largest, files, has_index, next_offset), problem
+
+
+def index_findings(segment: LogSegment, *, is_last: bool) -> list[StorageFormatError]:
+    """What breaks the format of a segment's ``.index`` and ``.timeindex`` (Kafka's ``sanityCheck`` and more),
+    except the preallocated zero fill the active segment of a running or crashed broker keeps. O(entries)."""
+    log_size = segment.size
+    findings: list[StorageFormatError] = []
+    for finding in [*segment.offset_index.check(log_size), *segment.time_index.check()]:
+        # The active segment of a running or crashed broker keeps its indexes preallocated (zero-filled), and
+        # the first zero slot of an empty one reads as the entry (base, 0), which no 0-byte log can hold.
+        zero_fill = finding.message.startswith(UNTRIMMED_INDEX) or (log_size == 0 and finding.position == 0)
+        if not (is_last and zero_fill):
+            findings.append(finding)
+    return findings
 
 
 def _walk_tail(segment: LogSegment) -> tuple[int, int]:
@@ -295,45 +342,74 @@ def _walk_tail(segment: LogSegment) -> tuple[int, int]:
         segment.offset_index.lookup(last_time.offset).position,
     )
     next_offset = segment.base_offset
-    for found in segment.log.batches(start):
+    end = start
+    for found in segment.log.checked_batches(start):
         batch = found.batch
-        try:
-            batch.ensure_valid()
-        except CorruptRecordError as err:
-            raise err.at(segment.log.path, position_base=found.position) from None
         next_offset = batch.next_offset
         largest = max(largest, batch.max_timestamp)
+        end = found.position + batch.size_in_bytes
+    if end < segment.size:
+        # A batch walk stops silently before a tail too short for a header; a segment nobody recovers has none.
+        raise CorruptRecordError(
+            f"{segment.size - end} bytes after the last batch are not a complete batch",
+            path=segment.log.path,
+            position=end,
+        )
     return next_offset, largest
 
 
-def _walk_whole(segment: LogSegment, following: int | None) -> tuple[int, int, str | None]:
-    """The valid prefix of a segment a broker recovers: next offset and largest timestamp of its valid batches,
-    and the reason the rest would be truncated (None: valid to the end)."""
+@dataclass(frozen=True)
+class ValidPrefix:
+    """The longest prefix of a ``.log`` that recovery keeps."""
+
+    valid_bytes: int
+    next_offset: int
+    """Offset after the last valid batch (the base offset when none)."""
+    largest_timestamp: int
+    """Largest batch max timestamp among the valid batches; -1 when none."""
+    problem: str | None
+    """Why the bytes after the prefix would be truncated (None: valid to the end)."""
+
+
+def walk_valid_prefix(
+    segment: LogSegment,
+    following: int | None,
+    *,
+    transactions: TransactionTracker | None = None,
+    observer: Callable[[RecordBatch], None] | None = None,
+) -> ValidPrefix:
+    """The valid prefix of a segment by the rule of :meth:`~segments.log_segment.LogSegment.rebuild_indexes`
+    (Kafka's recovery): batches with a valid CRC and framing, whose offsets continue the segment below
+    ``following`` (the next segment's base; None: no bound), whose transaction markers decode. Reads only.
+    ``transactions`` is fed each v2 batch (a fresh tracker when None), then ``observer``. O(bytes)."""
+    tracker = TransactionTracker() if transactions is None else transactions
     next_offset = segment.base_offset
     largest = -1
     valid = 0
     try:
-        for found in segment.log.batches():
+        for found in segment.log.checked_batches():
             batch = found.batch
-            try:
-                batch.ensure_valid()
-            except CorruptRecordError as err:
-                raise err.at(segment.log.path, position_base=found.position) from None
+            # A legacy wrapper's base offset needs decompression; its last offset carries the same check.
             first = batch.base_offset if batch.magic >= MAGIC_V2 else batch.last_offset
-            if first < next_offset or (following is not None and batch.last_offset >= following):
-                raise InvalidOffsetError(
-                    f"batch offsets {first}-{batch.last_offset} do not continue the segment",
-                    path=segment.log.path,
-                    position=found.position,
-                )
+            segment.check_continues(first, batch.last_offset, next_offset, following, found.position)
+            if batch.magic >= MAGIC_V2:
+                try:
+                    tracker.on_batch(batch)
+                except CorruptRecordError as err:
+                    raise CorruptRecordError(err.message, path=segment.log.path, position=found.position) from None
+                if observer is not None:
+                    observer(batch)
             next_offset = batch.next_offset
             largest = max(largest, batch.max_timestamp)
             valid = found.position + batch.size_in_bytes
     except (CorruptRecordError, InvalidOffsetError) as err:
-        return next_offset, largest, f"{err} (recovery truncates {segment.size - valid} bytes)"
+        return ValidPrefix(valid, next_offset, largest, f"{err} (recovery truncates {segment.size - valid} bytes)")
     if valid < segment.size:
-        return next_offset, largest, (
+        return ValidPrefix(
+            valid,
+            next_offset,
+            largest,
             f"{segment.log.path}: position {valid}: {segment.size - valid} bytes of a partial batch at the end "
-            "(recovery truncates them)"
+            "(recovery truncates them)",
         )
-    return next_offset, largest, None
+    return ValidPrefix(valid, next_offset, largest, None)

@@ -49,6 +49,7 @@ from segments.errors import StorageFormatError
 from segments.file_records import iter_batches
 from segments.naming import LOG_SUFFIX, offset_from_file_name
 from segments.records import ControlRecordType, DefaultRecordBatch, EndTransactionMarker
+from tests.conftest import child_env
 from tests.faults.crash_writer import (
     COORDINATOR_EPOCH,
     PARTITION,
@@ -66,7 +67,6 @@ from tests.faults.crash_writer import (
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the crash writer is a fork server (POSIX only)")
 
 WRITER = Path(__file__).with_name("crash_writer.py")
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SOAK = os.environ.get("LOGMGR_SOAK") == "1"
 CYCLES = int(os.environ.get("LOGMGR_CRASH_CYCLES", "2000" if SOAK else "100"))
 SEED = int(os.environ.get("LOGMGR_CRASH_SEED", "20240611"))
@@ -80,7 +80,6 @@ class ForkServer:
     """The running ``crash_writer.py`` server (see its module docstring for the protocol)."""
 
     def __init__(self, stderr: IO[str]) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
         self.process = subprocess.Popen(
             [sys.executable, str(WRITER)],
             stdin=subprocess.PIPE,
@@ -88,7 +87,7 @@ class ForkServer:
             stderr=stderr,
             text=True,
             bufsize=1,
-            env=env,
+            env=child_env(),
         )
         self._unreaped: set[int] = set()
         self._expect("READY")

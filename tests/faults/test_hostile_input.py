@@ -3,11 +3,12 @@
 Each parser is a :class:`Target`: a function that parses one input as deeply as the parser allows (every lazy
 stage forced, each stage tried even when an earlier one refused), the typed errors it documents, and a builder of
 valid inputs for mutation (build a valid file, then flip, insert, delete or overwrite bytes). Only the documented
-errors may escape; hypothesis gives each example a 2 s deadline, so a hang fails the test.
+errors may escape. Hypothesis deadlines are off: the input size, not the code, decides an example's time, and the
+bounds that matter (work and memory) are pinned below.
 
 Declared lengths are pinned separately: inputs whose 4-byte (or varint) length field claims 2 GiB (or more) must be
-refused in well under a second with a tracemalloc peak below 10 MiB, i.e. the parser compares the length with the
-bytes it holds before allocating anything of that size.
+refused after at most 10,000 executed Python lines (no loop runs to the declared count) with a tracemalloc peak
+below 10 MiB, i.e. the parser compares the length with the bytes it holds before allocating anything of that size.
 
 :func:`dispatch` (the first byte picks the target) is the entry point of the atheris harness
 ``tests/faults/fuzz_atheris.py``. ``LOGMGR_SOAK=1`` multiplies the example counts by 20; when
@@ -21,15 +22,16 @@ import json
 import os
 import random
 import struct
-import time
+import sys
 import tracemalloc
 import uuid
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from crc32c import crc32c
@@ -101,14 +103,17 @@ from segments.records import (
 from segments.time_index import TimeIndex
 from segments.transaction_index import AbortedTxn, TransactionIndex
 from segments.varint import encode_varint
+from tests.conftest import FAILURE_DEADLINE_S, REPO, child_env
 
 SOAK = os.environ.get("LOGMGR_SOAK") == "1"
 SCALE = 20 if SOAK else 1
-DEADLINE = timedelta(seconds=2)
 MAX_DECOMPRESSED = 4 * 1024 * 1024
 """Output cap for the codec targets: bombs are refused at this size, which keeps each example fast."""
 TWO_GIB = 2**31 - 1
 MEMORY_LIMIT = 10 * 1024 * 1024
+WORK_LIMIT = 10_000
+"""Python lines a refusal of a declared length may execute: each case takes under 200, a loop running to the
+declared count (2**31) far more."""
 
 
 # --- case counts ------------------------------------------------------------------------------------------------
@@ -659,7 +664,7 @@ def mutate(data: bytes, ops: list[tuple[str, int, int]]) -> bytes:
 
 _FUZZ = settings(
     max_examples=60 * SCALE,
-    deadline=DEADLINE,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
 )
 
@@ -686,7 +691,7 @@ def test_mutated_valid_input_raises_only_documented_errors(
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
-@settings(max_examples=15 * SCALE, deadline=DEADLINE, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15 * SCALE, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_valid_inputs_parse_without_error(target: Target, seed: int, scratch: Path) -> None:
     """The builders make inputs the parsers accept: mutation starts from files that really are valid."""
@@ -734,22 +739,44 @@ def test_properties_files_with_hostile_text(lines: list[tuple[str, str, str]], s
 # --- declared lengths: checked before allocating ----------------------------------------------------------------
 
 
+class _WorkLimitExceeded(BaseException):
+    """Raised inside the traced call past :data:`WORK_LIMIT` lines; a BaseException so no parser swallows it."""
+
+
+def _count_lines(limit: int) -> tuple[Callable[[FrameType, str, object], object], list[int]]:
+    """A ``sys.settrace`` function counting executed lines into the returned one-item list, raising
+    :class:`_WorkLimitExceeded` past ``limit`` (a runaway loop stops there instead of running to its count)."""
+    executed = [0]
+
+    def trace(frame: FrameType, event: str, arg: object) -> object:
+        if event == "line":
+            executed[0] += 1
+            if executed[0] > limit:
+                raise _WorkLimitExceeded(f"more than {limit} lines executed")
+        return trace
+
+    return trace, executed
+
+
 def _bounded(call: Callable[[], object], allowed: tuple[type[BaseException], ...]) -> BaseException | None:
-    """Run ``call`` under tracemalloc; assert it is quick and allocates little; return its allowed error."""
+    """Run ``call`` under tracemalloc and a line counter; assert it does little work (executed Python lines, not
+    seconds) and allocates little; return its allowed error."""
+    trace, executed = _count_lines(WORK_LIMIT)
+    previous_trace = sys.gettrace()
     tracemalloc.start()
     tracemalloc.reset_peak()
-    started = time.monotonic()
     error: BaseException | None = None
+    sys.settrace(trace)
     try:
         call()
     except allowed as err:
         error = err
     finally:
+        sys.settrace(previous_trace)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    elapsed = time.monotonic() - started
     assert peak < MEMORY_LIMIT, f"peak {peak} bytes"
-    assert elapsed < 1.0, f"{elapsed:.2f} s"
+    assert executed[0] <= WORK_LIMIT, f"{executed[0]} lines executed"
     REPORT.add("declared-length")
     return error
 
@@ -921,17 +948,15 @@ def test_declared_lengths_cost_no_native_allocation() -> None:
     """tracemalloc sees only Python's allocations; the codecs allocate in Rust and C. Under an address-space
     limit of 48 MiB above what the child has mapped, an up-front allocation of a declared size aborts it."""
     import subprocess
-    import sys
 
-    repo = Path(__file__).resolve().parents[2]
     cases = list(HUGE_LENGTH_CASES)
     done = subprocess.run(
         [sys.executable, "-c", _NATIVE_CHILD, str(MEMORY_LIMIT * 48 // 10), *cases],
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(repo)},
+        cwd=REPO,
+        env=child_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=FAILURE_DEADLINE_S,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:-1] == cases

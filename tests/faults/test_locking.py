@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -34,11 +33,11 @@ from logmgr.errors import LogDirLockedError
 from logmgr.log_manager import LogManager
 from segments.naming import TopicPartition
 from segments.records import SimpleRecord
+from tests.conftest import REPO, child_env
 from tests.faults.test_hostile_input import FaultReport
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX record locks and SIGKILL")
 
-REPO = Path(__file__).resolve().parents[2]
 REPORT = FaultReport(__file__)
 NO_JOBS = str(10**15)
 EXIT_LOCKED = 3
@@ -83,7 +82,7 @@ class Holder:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _HOLDER, ",".join(str(d) for d in dirs), NO_JOBS],
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=child_env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -43,9 +43,9 @@ from segments.naming import (
     validate_topic_partition,
 )
 from segments.records import SimpleRecord
+from tests.conftest import REPO, child_env
 from tests.faults.test_hostile_input import FaultReport
 
-REPO = Path(__file__).resolve().parents[2]
 REPORT = FaultReport(__file__)
 FIRST = "00000000000000000000"
 NO_JOBS = str(10**15)
@@ -307,7 +307,7 @@ def test_serve_refuses_a_dir_holding_a_link_out(dirs: tuple[Path, Path]) -> None
     child = subprocess.Popen(
         [sys.executable, "-c", "from cli.main import main; main()", "serve", str(logdir)],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=child_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
