@@ -177,7 +177,9 @@ class LogManager:
 
     def startup(self) -> None:
         """Lock and load every log dir, then schedule the jobs. Raises :class:`LogDirLockedError` if another
-        process holds a dir (nothing is left locked then). O(partitions + bytes recovered)."""
+        process holds a dir, and :class:`KafkaStorageError` (quoting each dir's failure) when I/O errors left no dir
+        online; nothing is left open or locked then. A dir that failed alone stays offline, reported by
+        :meth:`status`. O(partitions + bytes recovered)."""
         with self._lock:
             if self._started:
                 raise LogmgrError("the log manager is already started")
