@@ -13,7 +13,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Callable
 from os import PathLike
+
+TMP_SUFFIX = ".tmp"
+"""What :func:`atomic_write_bytes` appends to the target's name for the file it writes first."""
 
 
 def _named(err: OSError, path: str) -> OSError:
@@ -44,7 +48,7 @@ def atomic_write_bytes(path: str | PathLike[str], data: bytes, *, sync: bool = T
     the new content, whose durability is unknown.
     """
     target = os.fspath(path)
-    tmp = target + ".tmp"
+    tmp = target + TMP_SUFFIX
     # A leftover ``tmp`` (a crash mid-write) is ours to replace, but never to write through: a symbolic link
     # there is removed, not followed, and the new file is created exclusively (O_EXCL fails on any link).
     with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
@@ -75,3 +79,26 @@ def atomic_write_bytes(path: str | PathLike[str], data: bytes, *, sync: bool = T
         raise
     if sync:
         fsync_dir(os.path.dirname(os.path.abspath(target)))
+
+
+def remove_temporaries(directory: str | PathLike[str], is_target: Callable[[str], bool]) -> list[str]:
+    """Remove every ``<name>.tmp`` in ``directory`` whose ``name`` passes ``is_target``: the half-written file a
+    crash inside :func:`atomic_write_bytes` leaves, which the next write would replace anyway but which nothing
+    else ever removes. Return the removed names, sorted. O(entries of ``directory``).
+
+    A link at such a name is removed, never followed; a directory is left alone. An ``OSError`` (a read-only
+    filesystem, an I/O error) names the file."""
+    removed = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            name = entry.name
+            if not name.endswith(TMP_SUFFIX) or not is_target(name[: -len(TMP_SUFFIX)]):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            removed.append(name)
+    return sorted(removed)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import logging
 import os
 import random
@@ -23,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from checkpoints.atomic import fsync_dir
 from checkpoints.partition_metadata import (
@@ -47,7 +49,7 @@ from logmgr.retention import LogSnapshot, RetentionPlan, RetentionSettings, Segm
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError
-from segments.file_records import iter_batches
+from segments.file_records import iter_batches, open_no_follow
 from segments.log_segment import LogSegment
 from segments.naming import (
     TopicPartition,
@@ -154,6 +156,28 @@ class LogDirState:
 
 def _synchronous(func: Callable[[], None]) -> None:
     func()
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _io_guarded(action: str) -> Callable[[Callable[Concatenate[Log, _P], _R]], Callable[Concatenate[Log, _P], _R]]:
+    """Kafka's ``maybeHandleIOException`` around a whole log operation: any ``OSError`` it lets escape (a leader
+    epoch checkpoint, a snapshot, a lazily opened index, a stat) takes the dir offline and becomes a
+    :class:`KafkaStorageError` naming the file. Steps that name their action more precisely catch first."""
+
+    def decorate(method: Callable[Concatenate[Log, _P], _R]) -> Callable[Concatenate[Log, _P], _R]:
+        @functools.wraps(method)
+        def guarded(self: Log, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as err:
+                raise self._io_failure(action, err) from err
+
+        return guarded
+
+    return decorate
 
 
 class Log:
@@ -358,6 +382,7 @@ class Log:
             raise InvalidRecordError(f"{self.topic_partition}: an append must hold one or more whole batches")
         return batches
 
+    @_io_guarded("append")
     def _append(self, records: bytes, *, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
         batches = self._validate(records)
         with self._lock:
@@ -471,6 +496,7 @@ class Log:
             or last_offset - segment.base_offset > _INT32_MAX
         )
 
+    @_io_guarded("roll check")
     def _maybe_roll(self, incoming: int, max_timestamp: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
         segment = self.segments.active_segment
         if incoming > self.config.segment_bytes:
@@ -557,7 +583,7 @@ class Log:
             snapshot = producer_snapshot_file(self.dir, base_offset)
             if snapshot.exists():
                 try:
-                    fd = os.open(snapshot, os.O_RDONLY)
+                    fd = open_no_follow(snapshot, os.O_RDONLY)
                     try:
                         os.fsync(fd)
                     finally:
@@ -567,6 +593,7 @@ class Log:
 
     # -- read -------------------------------------------------------------------------------------------------------
 
+    @_io_guarded("read")
     def read(
         self,
         start_offset: int,
@@ -676,6 +703,7 @@ class Log:
                 break
         return tuple(AbortedTransaction(t.producer_id, t.first_offset) for t in collected)
 
+    @_io_guarded("offset lookup by timestamp")
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp``; ``-2`` gives the log start
         offset, ``-1`` the log end offset, ``-3`` the record with the max timestamp; :class:`KafkaStorageError` once
@@ -710,6 +738,7 @@ class Log:
 
     # -- truncation and log start ---------------------------------------------------------------------------------
 
+    @_io_guarded("truncation")
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every offset ``>= target_offset`` (whole batches); False when there is nothing to remove.
         Later segments are deleted, producer state is rebuilt at the new end, leader epochs are cut. O(segments +
@@ -753,6 +782,7 @@ class Log:
 
         rebuild_producer_state(self, self._log_end_offset)
 
+    @_io_guarded("full truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at ``new_offset``. O(segments)."""
         with self._lock, self._truncating():
@@ -765,6 +795,7 @@ class Log:
             self.leader_epochs.clear()
             self.producer_state.truncate_fully_and_start_at(new_offset)
 
+    @_io_guarded("log start offset increase")
     def delete_records_before(self, offset: int) -> int:
         """Raise the log start offset to ``offset`` (Kafka's DeleteRecords); never past the high watermark. The
         segments wholly below it go at the next cleanup. Returns the new log start offset. O(epochs)."""
@@ -805,6 +836,7 @@ class Log:
             self.apply_deletions([d.base_offset for d in plan.deletions], plan.roll_first, reason="retention")
             return plan
 
+    @_io_guarded("segment deletion")
     def apply_deletions(self, base_offsets: Iterable[int], roll_first: bool, *, reason: str) -> int:
         """Delete the given segments (oldest first, a prefix of the log), rolling first when every segment goes;
         the log start offset moves to the first remaining offset. Returns bytes scheduled for deletion."""
@@ -917,6 +949,7 @@ class Log:
             if failure is not None:
                 raise failure
 
+    @_io_guarded("log deletion")
     def delete(self) -> Path:
         """Close the log and rename its directory to ``<topic>-<partition>.<uuid>-delete`` (removed later by the
         manager). Returns the new path. O(segments)."""
@@ -928,6 +961,7 @@ class Log:
             self.dir = target
             return target
 
+    @_io_guarded("partition.metadata write")
     def ensure_partition_metadata(self, topic_id: uuid.UUID | None = None) -> None:
         """Write ``partition.metadata`` if missing (Kafka flushes it before the first append). O(1)."""
         path = self.dir / PARTITION_METADATA_FILE

@@ -2,7 +2,9 @@
 
 1. Transient files: ``*.deleted`` (not ``*.checkpoint.deleted``) and ``*.cleaned`` are removed; ``.swap`` files
    at or above the smallest ``.cleaned`` offset belong to an unfinished split and are removed; the remaining
-   ``.log.swap`` segments replace the files they cover and are renamed to their final names.
+   ``.log.swap`` segments replace the files they cover and are renamed to their final names. The ``.tmp`` files
+   an interrupted atomic write leaves (``leader-epoch-checkpoint.tmp``, ``partition.metadata.tmp``,
+   ``<offset>.snapshot.tmp``) are removed too, which Kafka leaves for its next write to replace.
 2. Segments: an index without its ``.log`` is removed; a ``.log`` without ``.index`` (or with a corrupt
    ``.txnindex``) is recovered.
 3. After an unclean shutdown every segment from the one holding the recovery point onward is recovered; the first
@@ -24,6 +26,9 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+from checkpoints.atomic import remove_temporaries
+from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT_FILE
+from checkpoints.partition_metadata import PARTITION_METADATA_FILE
 from logmgr.clock import Clock, SystemClock
 from logmgr.config import LogConfig
 from logmgr.leader_epoch_cache import LeaderEpochCache
@@ -94,7 +99,7 @@ def load_log(
     if not had_clean_shutdown and not is_deleted_dir:
         tracker_log.recover_from(recovery_point)
     last = segments.last_segment()
-    if last is not None and last.read_next_offset() < log_start_offset:
+    if last is not None and tracker_log.next_offset_of(last) < log_start_offset:
         stats.actions.append(f"every segment ends below the log start offset {log_start_offset}: deleted")
         for segment in segments.clear():
             segment.delete()
@@ -147,8 +152,18 @@ def _open_segment(partition_dir: Path, base_offset: int, config: LogConfig, cloc
     )
 
 
+def _is_partition_temporary_target(name: str) -> bool:
+    """Whether ``name`` is a file of a partition dir written through a ``.tmp`` (checkpoints, metadata,
+    producer snapshots)."""
+    if name in (LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE):
+        return True
+    return name.endswith(SNAPSHOT_SUFFIX) and _offset_or_none(name) is not None
+
+
 def _complete_swaps_and_remove_temporaries(partition_dir: Path, stats: RecoveryStats) -> None:
-    """Step 1 of §6.4."""
+    """Step 1 of §6.4, plus the temporaries of interrupted atomic writes."""
+    for name in remove_temporaries(partition_dir, _is_partition_temporary_target):
+        stats.actions.append(f"removed {name} (temporary of an interrupted write)")
     swaps: list[Path] = []
     min_cleaned: int | None = None
     for path in sorted(partition_dir.iterdir()):
@@ -273,6 +288,15 @@ class _LoadContext:
                     later.delete()
                     self.stats.actions.append(f"deleted segment {later.base_offset} after a truncation")
                 break
+
+    def next_offset_of(self, segment: LogSegment) -> int:
+        """The segment's next offset; a segment whose offset index points before its log (a damaged entry with a
+        negative position) is recovered first, rebuilding the index. O(bytes after the last index entry)."""
+        try:
+            return segment.read_next_offset()
+        except CorruptIndexError as err:
+            self.recover_segment(segment, reason=f"corrupt index ({err.message})")
+            return segment.read_next_offset()
 
     def recover_segment(self, segment: LogSegment, *, reason: str) -> int:
         """Rebuild producer state to the segment's base, recover it (Kafka's ``recoverSegment``), snapshot."""

@@ -4,10 +4,13 @@ Kafka's ``LogManager`` (format doc §5-§7), plus RocketMQ-style space managemen
 delete window, manual cleanup requests, throttled and reader-safe physical deletion).
 
 Startup per log dir: take ``.lock`` (refusing a dir another process holds), note and remove the clean-shutdown
-marker, read the recovery-point and log-start-offset checkpoints, then load every partition dir on a thread pool
-(``num.recovery.threads.per.data.dir`` threads per dir), recovering after an unclean shutdown. Shutdown: stop the
-jobs (waiting for running ones), flush and close every log, write both checkpoints, then the clean-shutdown
-marker of each dir whose logs all loaded.
+marker, remove the temporaries of interrupted checkpoint writes, read the recovery-point and log-start-offset
+checkpoints, then load every partition dir on a thread pool (``num.recovery.threads.per.data.dir`` threads per
+dir), recovering after an unclean shutdown. An I/O error in any of these steps (a full disk, a read-only remount, a
+symbolic link where a file must be) takes only that dir offline, as Kafka's ``loadLogs`` does; startup fails, with
+a :class:`KafkaStorageError`, only when no dir is left online. Shutdown: stop the jobs (waiting for running ones),
+flush and close every log, write both checkpoints, then the clean-shutdown marker of each dir whose logs all
+loaded.
 
 Locks: ``LogManager._lock`` guards the maps of logs and dirs (create, delete, lookup); each log has its own writer
 lock (:mod:`logmgr.log`); jobs run one instance each (the scheduler guarantees it) and take only the locks of
@@ -16,6 +19,7 @@ the logs they touch, one at a time.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import shutil
@@ -27,10 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkpoints.clean_shutdown import CleanShutdownMarker
+from checkpoints.atomic import remove_temporaries
+from checkpoints.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker
+from checkpoints.meta_properties import META_PROPERTIES_FILE
 from checkpoints.offset_checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
 from logmgr.clock import Clock, SystemClock
@@ -62,6 +70,17 @@ JOB_DELETE_LOGS = "kafka-delete-logs"
 JOB_PRODUCER_EXPIRATION = "PeriodicProducerExpirationCheck"
 
 _SKIPPED_DIRS = frozenset({"remote-log-index-cache"})
+# The files at the top of a log dir that are written through a ``.tmp`` (atomic replace).
+_LOG_DIR_ATOMIC_FILES = frozenset(
+    {
+        RECOVERY_POINT_CHECKPOINT_FILE,
+        LOG_START_OFFSET_CHECKPOINT_FILE,
+        REPLICATION_OFFSET_CHECKPOINT_FILE,
+        CLEANER_OFFSET_CHECKPOINT_FILE,
+        CLEAN_SHUTDOWN_FILE,
+        META_PROPERTIES_FILE,
+    }
+)
 _METADATA_TOPIC = "__cluster_metadata"
 
 DiskUsage = Callable[[Path], tuple[int, int]]
@@ -74,14 +93,16 @@ def _disk_usage(path: Path) -> tuple[int, int]:
 
 @dataclass(slots=True)
 class LogDir:
-    """One log dir: its lock, its logs and what startup learned."""
+    """One log dir: its lock (None when an I/O error kept it from being taken), its logs and what startup learned,
+    including the temporaries it removed (partition dirs report theirs in each log's ``recovery.actions``)."""
 
     path: Path
-    lock: LogDirLock
+    lock: LogDirLock | None
     state: LogDirState
     had_clean_shutdown: bool
     logs: dict[TopicPartition, Log] = field(default_factory=dict)
     loaded_all: bool = False
+    removed_temporaries: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -156,7 +177,9 @@ class LogManager:
 
     def startup(self) -> None:
         """Lock and load every log dir, then schedule the jobs. Raises :class:`LogDirLockedError` if another
-        process holds a dir (nothing is left locked then). O(partitions + bytes recovered)."""
+        process holds a dir, and :class:`KafkaStorageError` (quoting each dir's failure) when I/O errors left no dir
+        online; nothing is left open or locked then. A dir that failed alone stays offline, reported by
+        :meth:`status`. O(partitions + bytes recovered)."""
         with self._lock:
             if self._started:
                 raise LogmgrError("the log manager is already started")
@@ -165,36 +188,72 @@ class LogManager:
                 # Every dir is locked before any marker is touched: a dir another process holds must not cost the
                 # others their clean-shutdown marker (and a full recovery at the next start).
                 for raw in self.broker.log_dirs:
-                    path = Path(raw)
-                    path.mkdir(parents=True, exist_ok=True)
-                    locked.append(LogDir(path.resolve(), LogDirLock(path), LogDirState(), False))
+                    locked.append(self._lock_dir(Path(raw)))
                 for log_dir in locked:
-                    log_dir.had_clean_shutdown = CleanShutdownMarker.exists(log_dir.path)
-                    # Kafka removes the marker before loading: a crash during the load must count as unclean.
-                    CleanShutdownMarker.remove(log_dir.path)
+                    if not log_dir.state.offline:
+                        self._prepare_dir(log_dir)
                 for log_dir in locked:
                     self._dirs[log_dir.path] = log_dir
                 self._load_all()
+                if all(log_dir.state.offline for log_dir in locked):
+                    # Kafka halts a broker none of whose log dirs is online.
+                    failures = "; ".join(str(d.state.failure) for d in locked)
+                    raise KafkaStorageError(f"no log dir is online: {failures}")
             except BaseException:
                 # Leave nothing open or locked: the logs already loaded are closed (no checkpoint or marker is
                 # written, so the next start still treats the dirs as they were found).
                 for log_dir in locked:
                     for log in log_dir.logs.values():
-                        log.close()
+                        with contextlib.suppress(KafkaStorageError):
+                            log.close()
                     log_dir.logs.clear()
-                    log_dir.lock.release()
+                    if log_dir.lock is not None:
+                        log_dir.lock.release()
                 self._dirs.clear()
                 raise
             self._schedule_jobs()
             self.scheduler.startup()
             self._started = True
 
+    def _lock_dir(self, path: Path) -> LogDir:
+        """Create (if needed) and lock the log dir at ``path``; an I/O error leaves it offline and unlocked (Kafka's
+        ``createAndValidateLogDirs`` and ``lockLogDirs``), a lock held elsewhere raises
+        :class:`LogDirLockedError`. O(1)."""
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            return LogDir(path.resolve(), LogDirLock(path), LogDirState(), False)
+        except OSError as err:
+            log_dir = LogDir(path.absolute(), None, LogDirState(), False)
+            self._dir_failure(log_dir, "locking", err)
+            return log_dir
+
+    def _prepare_dir(self, log_dir: LogDir) -> None:
+        """Note and remove the clean-shutdown marker and sweep the temporaries of interrupted checkpoint writes;
+        an I/O error (a read-only remount) takes the dir offline. O(entries of the dir)."""
+        try:
+            log_dir.had_clean_shutdown = CleanShutdownMarker.exists(log_dir.path)
+            # Kafka removes the marker before loading: a crash during the load must count as unclean.
+            CleanShutdownMarker.remove(log_dir.path)
+            log_dir.removed_temporaries = remove_temporaries(log_dir.path, _LOG_DIR_ATOMIC_FILES.__contains__)
+        except OSError as err:
+            self._dir_failure(log_dir, "startup", err)
+            return
+        for name in log_dir.removed_temporaries:
+            logger.info("removed %s (temporary of an interrupted write)", log_dir.path / name)
+
     def _load_all(self) -> None:
         work: list[tuple[LogDir, Path, LogConfig, int, int]] = []
         for log_dir in self._dirs.values():
+            if log_dir.state.offline:
+                continue
             recovery_points = self._read_checkpoint(log_dir.path / RECOVERY_POINT_CHECKPOINT_FILE)
             start_offsets = self._read_checkpoint(log_dir.path / LOG_START_OFFSET_CHECKPOINT_FILE)
-            for child in sorted(log_dir.path.iterdir()):
+            try:
+                children = sorted(log_dir.path.iterdir())
+            except OSError as err:
+                self._dir_failure(log_dir, "listing", err)
+                continue
+            for child in children:
                 if not child.is_dir() or child.is_symlink() or child.name in _SKIPPED_DIRS:
                     continue
                 try:
@@ -220,9 +279,13 @@ class LogManager:
             }
             failure: BaseException | None = None
             for future in as_completed(futures):
-                log_dir, _ = futures[future]
+                log_dir, path = futures[future]
                 try:
                     log = future.result()
+                except (OSError, KafkaStorageError) as err:
+                    # Kafka's loadLogs: an I/O error takes the dir offline; its other logs and other dirs load on.
+                    self._dir_failure(log_dir, f"loading {path.name}", err)
+                    continue
                 except BaseException as err:
                     if failure is None:
                         # Load nothing more; the logs still loading are kept so startup() can close them.
@@ -242,7 +305,7 @@ class LogManager:
         if failure is not None:
             raise failure
         for log_dir in self._dirs.values():
-            log_dir.loaded_all = True
+            log_dir.loaded_all = not log_dir.state.offline
 
     def _load_one(self, log_dir: LogDir, path: Path, config: LogConfig, recovery_point: int, start: int) -> Log:
         log = load_log(
@@ -319,7 +382,8 @@ class LogManager:
                     try:
                         self._shutdown_dir(log_dir)
                     finally:
-                        log_dir.lock.release()
+                        if log_dir.lock is not None:
+                            log_dir.lock.release()
             finally:
                 self._started = False
 
@@ -392,19 +456,24 @@ class LogManager:
             if not candidates:
                 raise KafkaStorageError("no online log dir to create the log in")
             log_dir = min(candidates, key=lambda d: (len(d.logs), str(d.path)))
-            log = load_log(
-                log_dir.path / str(tp),
-                self.log_config(topic),
-                had_clean_shutdown=True,
-                clock=self.clock,
-                deleter=self.deleter,
-                readers=self.readers,
-                run_async=self._run_async,
-                producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
-            )
-            log.ensure_partition_metadata()
+            try:
+                log = load_log(
+                    log_dir.path / str(tp),
+                    self.log_config(topic),
+                    had_clean_shutdown=True,
+                    clock=self.clock,
+                    deleter=self.deleter,
+                    readers=self.readers,
+                    run_async=self._run_async,
+                    producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
+                )
+            except (OSError, KafkaStorageError) as err:
+                raise self._dir_failure(log_dir, f"creating the log of {tp}", err) from err
             log.dir_state = log_dir.state
+            # Listed before its metadata is written: if that write fails (taking the dir offline), shutdown still
+            # closes the log.
             log_dir.logs[tp] = log
+            log.ensure_partition_metadata()
             return log
 
     def delete_log(self, tp: TopicPartition) -> Path:
@@ -548,7 +617,13 @@ class LogManager:
 
     def delete_logs(self) -> DeletionRun:
         """Physically delete due ``.deleted`` segments (reader-safe, throttled) and due ``-delete`` dirs. O(due)."""
-        run = self.deleter.run_due()
+        try:
+            run = self.deleter.run_due()
+        except OSError as err:
+            failed = self._dir_holding(err.filename)
+            if failed is None:
+                raise KafkaStorageError(f"segment deletion failed: {err}") from err
+            raise self._dir_failure(failed, "segment deletion", err) from err
         now = self.clock.time_ms()
         with self._lock:
             due = [d for d in self._deleted_dirs if d.due_ms + self.broker.log_segment_delete_delay_ms <= now]
@@ -591,6 +666,23 @@ class LogManager:
             self._mark_dir_offline(log_dir, err)
 
     # -- failures -------------------------------------------------------------------------------------------------
+
+    def _dir_failure(self, log_dir: LogDir, action: str, err: BaseException) -> KafkaStorageError:
+        """Take ``log_dir`` offline after ``err`` (an ``OSError``, or a log's :class:`KafkaStorageError` that
+        carries one) and return the typed error naming the dir, the action and the file. O(1)."""
+        error = KafkaStorageError(f"log dir {log_dir.path}: {action} failed: {err}")
+        self._mark_dir_offline(log_dir, error)
+        return error
+
+    def _dir_holding(self, path: str | None) -> LogDir | None:
+        """The log dir ``path`` lies in, if any. O(dirs)."""
+        if path is None:
+            return None
+        target = Path(path).absolute()
+        for log_dir in self.log_dirs():
+            if target.is_relative_to(log_dir.path):
+                return log_dir
+        return None
 
     def _mark_dir_offline(self, log_dir: LogDir, err: BaseException) -> None:
         """Kafka's LogDirFailureChannel: an I/O error takes the whole dir offline; other dirs keep working.

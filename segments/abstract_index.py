@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import ClassVar, Generic, Self, TypeVar
 
 from segments.errors import CorruptIndexError, IndexOffsetOverflowError
+from segments.file_records import allocate, located_error, open_no_follow
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 """Kafka's default ``segment.index.bytes`` (10 MiB)."""
@@ -45,6 +46,10 @@ class AbstractIndex(ABC, Generic[EntryT]):
     pre-sized to ``max_index_size`` (rounded down to whole entries) when ``preallocate`` is true, otherwise it stays
     zero-length with no free slot until :meth:`resize`. Zero-length files are never mapped (``mmap`` refuses 0
     bytes) and read as empty.
+
+    A writable index allocates its whole mapped length (``posix_fallocate``) before mapping it, so a full disk is
+    an ``OSError`` (``ENOSPC``) naming the file at open or resize, never a SIGBUS at an entry write; a symbolic
+    link at the path is refused (``OSError`` ``ELOOP``), never mapped.
     """
 
     entry_size: ClassVar[int]
@@ -75,16 +80,20 @@ class AbstractIndex(ABC, Generic[EntryT]):
             # Read-only tools opening a segment whose index was never written (or was deleted to force a
             # rebuild): Kafka would create an empty one; a reader just sees no entries.
             return
-        # 0o666 leaves permissions to the umask, as Java's RandomAccessFile does.
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY, 0o666)
+        # 0o666 leaves permissions to the umask, as Java's RandomAccessFile does. A link is refused, not followed:
+        # a writable map of it would write index entries into whatever file it names.
+        fd = open_no_follow(self._path, os.O_RDWR | os.O_CREAT if writable else os.O_RDONLY, 0o666)
         try:
             length = os.fstat(fd).st_size
             if length == 0 and presize:
-                os.ftruncate(fd, presize)
                 length = presize
                 entries = 0
             else:
                 entries = length // self.entry_size
+            if writable and length:
+                # Every mapped page gets its blocks now (a file left sparse by a crash or by Kafka's ftruncate
+                # too): a full disk is then ENOSPC here, never SIGBUS at the first write of an entry.
+                allocate(fd, length, self._path)
             self._map(fd, length)
             self._entries = entries
         finally:
@@ -244,8 +253,8 @@ class AbstractIndex(ABC, Generic[EntryT]):
     def resize(self, new_size: int) -> bool:
         """Set the file (and mapping) length to ``new_size`` rounded down to whole entries, keeping the entries.
 
-        Returns False when the length is already that. ValueError if it would cut valid entries. O(1) syscalls
-        (the kernel zero-fills growth).
+        Returns False when the length is already that. ValueError if it would cut valid entries; an ``OSError``
+        naming the file when the disk cannot hold the growth (allocated, so never a SIGBUS later). O(1) syscalls.
         """
         self._require_writable()
         rounded = self._round_down(new_size)
@@ -257,9 +266,16 @@ class AbstractIndex(ABC, Generic[EntryT]):
             )
         # The old mapping is replaced, not closed: a reader that fetched it mid-lookup keeps a valid view of the
         # entries (which lie inside both lengths) and it is unmapped when the last reference goes away.
-        fd = os.open(self._path, os.O_RDWR)
+        fd = open_no_follow(self._path, os.O_RDWR)
         try:
-            os.ftruncate(fd, rounded)
+            if rounded > self._length:
+                # Growth is allocated, not left sparse: see __init__.
+                allocate(fd, rounded, self._path)
+            else:
+                try:
+                    os.ftruncate(fd, rounded)
+                except OSError as err:
+                    raise located_error(err, self._path, f"resize to {rounded} bytes") from err
             self._map(fd, rounded)
         finally:
             os.close(fd)
@@ -273,11 +289,13 @@ class AbstractIndex(ABC, Generic[EntryT]):
         """Write dirty mapped pages and fsync the file; no-op for read-only or closed indexes. O(dirty pages)."""
         if not self.writable or self._closed:
             return
-        if self._mm is not None:
-            self._mm.flush()
-        fd = os.open(self._path, os.O_RDWR)
+        fd = open_no_follow(self._path, os.O_RDONLY)
         try:
+            if self._mm is not None:
+                self._mm.flush()
             os.fsync(fd)
+        except OSError as err:
+            raise located_error(err, self._path, "fsync") from err
         finally:
             os.close(fd)
 
@@ -370,7 +388,10 @@ class AbstractIndex(ABC, Generic[EntryT]):
 
     def _map(self, fd: int, length: int) -> None:
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        self._mm = mmap.mmap(fd, length, access=access) if length else None
+        try:
+            self._mm = mmap.mmap(fd, length, access=access) if length else None
+        except OSError as err:
+            raise located_error(err, self._path, f"map of {length} bytes") from err
         self._length = length
         self._max_entries = length // self.entry_size
 

@@ -15,6 +15,7 @@ after the bytes are written.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -26,9 +27,43 @@ from segments.legacy import RECORD_OVERHEAD_V0, LegacyRecordBatch
 from segments.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, DefaultRecordBatch, RecordBatch
 
 _PREFIX = struct.Struct(">qi")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _WINDOW = 8 * 1024 * 1024
 # Lookups usually need one batch: the first read is small and each refill doubles, up to _WINDOW for long walks.
 _FIRST_WINDOW = 64 * 1024
+
+
+def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that never follows a symbolic link at ``path``: Kafka never links files in a log dir, and
+    following one would let an append, a truncation or an index map write outside it. O(1).
+
+    A link raises ``OSError(ELOOP)`` whose message says so and names ``path``; other errors name it too."""
+    try:
+        return os.open(path, flags | _NOFOLLOW | _CLOEXEC, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", os.fspath(path)) from None
+        raise
+
+
+def located_error(err: OSError, path: str | os.PathLike[str], action: str) -> OSError:
+    """``err`` (an ``OSError`` of the same errno, so of the same subclass) naming ``path`` and the failed action:
+    calls on a descriptor or a map raise without a file name. O(1)."""
+    return OSError(err.errno, f"{err.strerror or err} ({action})", os.fspath(path))
+
+
+def allocate(fd: int, length: int, path: str | os.PathLike[str]) -> None:
+    """Reserve disk blocks for bytes ``[0, length)`` of the open file ``fd`` (growing it to ``length`` if
+    shorter) with ``posix_fallocate``. O(length) at worst (filesystems without fallocate get zeros written).
+
+    A file that will be memory-mapped for writing must have its blocks before the map is written: a write to a
+    sparse page of a full disk raises SIGBUS, which kills the process; here the full disk is an ``OSError``
+    (``ENOSPC``) naming ``path``, raised before anything depends on the space."""
+    try:
+        os.posix_fallocate(fd, 0, length)
+    except OSError as err:
+        raise located_error(err, path, f"allocation of {length} bytes") from err
 
 
 @dataclass(slots=True)
@@ -150,13 +185,17 @@ class FileRecords:
             flags |= os.O_CREAT
         # Kafka never links segment files: a link in a log dir is refused (ELOOP) rather than followed, so recovery
         # cannot truncate, nor an append extend, a file outside the dir.
-        self._fd = os.open(self._path, flags | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        self._fd = open_no_follow(self._path, flags)
         self._writable = writable
         self._size = os.fstat(self._fd).st_size
         if writable and self._size == 0 and preallocate_bytes > 0:
             # log.preallocate: reserve the whole segment up front; the log's size stays 0 and close() trims the
             # file back to the bytes written. A crash leaves the zero tail, which recovery cuts.
-            os.posix_fallocate(self._fd, 0, preallocate_bytes)
+            try:
+                allocate(self._fd, preallocate_bytes, self._path)
+            except OSError:
+                os.close(self._fd)
+                raise
 
     @property
     def path(self) -> Path:
@@ -176,9 +215,14 @@ class FileRecords:
         size = max(0, min(size, self._size - position))
         if size == 0:
             return b""
+        if position < 0:
+            raise ValueError(f"{self._path}: read at negative position {position}")
         chunks = []
         while size > 0:
-            chunk = os.pread(self._fd, size, position)
+            try:
+                chunk = os.pread(self._fd, size, position)
+            except OSError as err:
+                raise self._located(err, f"read of {size} bytes at position {position}") from err
             if not chunk:
                 break
             chunks.append(chunk)
@@ -247,10 +291,14 @@ class FileRecords:
         bytes of a failed append). O(1)."""
         if self._fd < 0:
             return
-        if self._writable and os.fstat(self._fd).st_size != self._size:
-            os.ftruncate(self._fd, self._size)
-        os.close(self._fd)
-        self._fd = -1
+        try:
+            if self._writable and os.fstat(self._fd).st_size != self._size:
+                os.ftruncate(self._fd, self._size)
+        except OSError as err:
+            raise self._located(err, f"trim to {self._size} bytes at close") from err
+        finally:
+            os.close(self._fd)
+            self._fd = -1
 
     def rename_to(self, path: str | os.PathLike[str]) -> None:
         """Rename the file, keeping it open. O(1)."""
@@ -258,9 +306,7 @@ class FileRecords:
         self._path = Path(path)
 
     def _located(self, err: OSError, action: str) -> OSError:
-        """``err`` (whose class follows its errno) naming this file and the failed action; descriptor calls
-        raise without a file name."""
-        return OSError(err.errno, f"{err.strerror} ({action})", str(self._path))
+        return located_error(err, self._path, action)
 
     def _require_writable(self) -> None:
         if not self._writable:

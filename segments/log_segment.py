@@ -24,6 +24,7 @@ from pathlib import Path
 
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
+    CorruptIndexError,
     CorruptRecordError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
@@ -141,8 +142,10 @@ class LogSegment:
 
         ``preallocate_bytes`` reserves that much disk for a new ``.log`` (Kafka's ``preallocate``).
 
-        A writable segment creates missing index files (preallocated to ``max_index_size``). A read-only segment
-        (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as empty.
+        A writable segment creates missing index files (preallocated to ``max_index_size``, blocks allocated). A
+        read-only segment (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as empty. A symbolic
+        link at any of the four files, or a disk too full for the new indexes, raises an ``OSError`` naming the file;
+        nothing opened is left open.
         """
         directory = Path(directory)
         log = FileRecords(
@@ -159,11 +162,21 @@ class LogSegment:
             time_index_file(directory, base_offset, file_suffix),
             lambda path: TimeIndex(path, base_offset, max_index_size, writable),
         )
-        if create:
-            # A new segment is the active one: map its indexes now, so the first append does not pay for it.
-            offset_index.get()
-            time_index.get()
-        txn_index = TransactionIndex(transaction_index_file(directory, base_offset, file_suffix), base_offset, writable)
+        try:
+            if create:
+                # A new segment is the active one: map its indexes now, so the first append does not pay for it
+                # (and a full disk fails the roll here, while allocating them, rather than a later append).
+                offset_index.get()
+                time_index.get()
+            txn_index = TransactionIndex(
+                transaction_index_file(directory, base_offset, file_suffix), base_offset, writable
+            )
+        except BaseException:
+            # Nothing else holds these yet: a failed open must not leak the descriptors and maps it took.
+            offset_index.close()
+            time_index.close()
+            log.close()
+            raise
         return cls(
             log,
             offset_index,
@@ -308,8 +321,7 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch whose last offset is ``>= offset``, searching from the offset index's entry. O(log n +
         bytes scanned); ``None`` when the offset is past this segment."""
-        mapping = self.offset_index.lookup(offset)
-        for found in self.log.batches(max(mapping.position, starting_position)):
+        for found in self.log.batches(max(self._indexed_position(offset), starting_position)):
             if found.batch.last_offset >= offset:
                 return LogOffsetPosition(found.batch.last_offset, found.position, found.size_in_bytes)
         return None
@@ -345,8 +357,7 @@ class LogSegment:
         scanned); decodes only batches whose max timestamp reaches the target."""
         starting = self.base_offset if starting_offset is None else starting_offset
         entry = self.time_index.lookup(timestamp)
-        position = self.offset_index.lookup(max(entry.offset, starting)).position
-        for found in self.log.batches(position):
+        for found in self.log.batches(self._indexed_position(max(entry.offset, starting))):
             if found.batch.max_timestamp >= timestamp:
                 for record in found.batch.records():
                     if record.timestamp >= timestamp and record.offset >= starting:
@@ -356,9 +367,21 @@ class LogSegment:
     def read_next_offset(self) -> int:
         """The offset after the last batch: base offset if empty. O(bytes after the last index entry)."""
         next_offset = self.base_offset
-        for found in self.log.batches(self.offset_index.lookup(self.offset_index.last_offset).position):
+        for found in self.log.batches(self._indexed_position(self.offset_index.last_offset)):
             next_offset = found.batch.next_offset
         return next_offset
+
+    def _indexed_position(self, offset: int) -> int:
+        """Where a scan for ``offset`` starts: the position of the offset index's entry for it. Kafka's index sanity
+        check reads offsets only, so a damaged entry can hold a negative position: CorruptIndexError naming the
+        index file and entry, rather than a read at a negative position. O(log n)."""
+        mapping = self.offset_index.lookup(offset)
+        if mapping.position < 0:
+            raise CorruptIndexError(
+                f"entry for offset {mapping.offset} has a negative position {mapping.position}",
+                path=self.offset_index_path,
+            )
+        return mapping.position
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` from this segment's
@@ -509,7 +532,7 @@ class LogSegment:
         left by a crash). O(log n + bytes after the last entry)."""
         last = self.time_index.last_entry
         best = last
-        for found in self.log.batches(self.offset_index.lookup(last.offset).position):
+        for found in self.log.batches(self._indexed_position(last.offset)):
             if found.batch.max_timestamp > best.timestamp:
                 best = TimestampOffset(found.batch.max_timestamp, found.batch.last_offset)
         return best

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple, Self
 
 from segments.errors import CorruptIndexError, InvalidOffsetError
+from segments.file_records import located_error, open_no_follow
 
 _ENTRY = struct.Struct(">hqqqq")
 _LAST_OFFSET = struct.Struct(">q")
@@ -103,7 +104,8 @@ class TransactionIndex:
     def _channel(self) -> int:
         if self._fd is None:
             flags = os.O_RDWR | os.O_CREAT | os.O_APPEND if self.writable else os.O_RDONLY
-            self._fd = os.open(self._path, flags, 0o666)
+            # A link is refused (ELOOP): appends and truncations must never reach a file outside the log dir.
+            self._fd = open_no_follow(self._path, flags, 0o666)
         return self._fd
 
     def _require_writable(self) -> None:
@@ -167,8 +169,11 @@ class TransactionIndex:
             )
         data = memoryview(aborted_txn.to_bytes())
         fd = self._channel()
-        while data:
-            data = data[os.write(fd, data) :]
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        except OSError as err:
+            raise located_error(err, self._path, f"append of an aborted transaction at {aborted_txn.last_offset}") from err
         self._last_offset = aborted_txn.last_offset
 
     def all_aborted_txns(self) -> list[AbortedTxn]:
@@ -193,7 +198,7 @@ class TransactionIndex:
         new_last: int | None = None
         for position, txn in self._entries():
             if txn.last_offset >= offset:
-                os.ftruncate(self._channel(), position)
+                self._truncate(position)
                 self._last_offset = new_last
                 return
             new_last = txn.last_offset
@@ -202,13 +207,22 @@ class TransactionIndex:
         """Remove all entries; the file, if any, stays with length 0. O(1)."""
         self._require_writable()
         if self._path.exists():
-            os.ftruncate(self._channel(), 0)
+            self._truncate(0)
         self._last_offset = None
 
+    def _truncate(self, size: int) -> None:
+        try:
+            os.ftruncate(self._channel(), size)
+        except OSError as err:
+            raise located_error(err, self._path, f"truncation to {size} bytes") from err
+
     def flush(self) -> None:
-        """fsync the file when it is open. O(dirty pages)."""
+        """fsync the file when it is open; an ``OSError`` names it. O(dirty pages)."""
         if self._fd is not None:
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as err:
+                raise located_error(err, self._path, "fsync") from err
 
     def close(self) -> None:
         """Close the file descriptor; a later access reopens it. O(1)."""
