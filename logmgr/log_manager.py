@@ -617,13 +617,7 @@ class LogManager:
 
     def delete_logs(self) -> DeletionRun:
         """Physically delete due ``.deleted`` segments (reader-safe, throttled) and due ``-delete`` dirs. O(due)."""
-        try:
-            run = self.deleter.run_due()
-        except OSError as err:
-            failed = self._dir_holding(err.filename)
-            if failed is None:
-                raise KafkaStorageError(f"segment deletion failed: {err}") from err
-            raise self._dir_failure(failed, "segment deletion", err) from err
+        run = self.deleter.run_due()
         now = self.clock.time_ms()
         with self._lock:
             due = [d for d in self._deleted_dirs if d.due_ms + self.broker.log_segment_delete_delay_ms <= now]
@@ -632,6 +626,17 @@ class LogManager:
         for entry in due:
             shutil.rmtree(entry.path, ignore_errors=True)
             logger.info("deleted %s", entry.path)
+        errors = []
+        for err in run.failures:
+            failed = self._dir_holding(err.filename)
+            errors.append(
+                KafkaStorageError(f"segment deletion failed: {err}")
+                if failed is None
+                else self._dir_failure(failed, "segment deletion", err)
+            )
+        if errors:
+            # Every failed dir is offline by now; the first error is the job's.
+            raise errors[0]
         return run
 
     def remove_expired_producers(self) -> None:

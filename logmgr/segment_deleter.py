@@ -107,6 +107,9 @@ class DeletionRun:
     forced: int = 0
     waiting_for_readers: int = 0
     files: list[Path] = field(default_factory=list)
+    failures: list[OSError] = field(default_factory=list)
+    """Entries whose unlink failed (each names its file): dropped from the queue, their dir's to take offline (a
+    restart's loader removes the ``.deleted`` files left)."""
 
 
 class SegmentDeleter:
@@ -162,8 +165,15 @@ class SegmentDeleter:
             if number and self._interval_ms > 0 and run.deleted_segments:
                 self._sleep(self._interval_ms / 1000)
             files = entry.files
-            for path in files:
-                path.unlink(missing_ok=True)
+            try:
+                for path in files:
+                    path.unlink(missing_ok=True)
+            except OSError as err:
+                # One failing disk must not hold back the deletions queued behind it in other dirs.
+                with self._lock:
+                    self._pending.remove(entry)
+                run.failures.append(err)
+                continue
             # A reader may have taken the segment since the check above: its release then closes it.
             still_read = self._readers.close_when_released(entry.segment)
             run.forced += int(still_read)

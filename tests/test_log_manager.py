@@ -361,6 +361,29 @@ def test_delete_log_renames_then_delete_logs_removes_after_the_delay(make: Facto
     assert m.scheduler.job_stats(JOB_DELETE_LOGS).runs >= 1
 
 
+def test_bug_one_failing_segment_deletion_held_back_every_other_dirs_deletions(make: Factory, tmp_path: Path) -> None:
+    """Was: the deleter stopped at the first unlink that failed and kept that entry first in its queue, so the
+    segments due in every other dir waited behind a failed disk forever."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    m = make([d1, d2], {"log.retention.bytes": "0"})
+    m.startup()
+    logs = [m.get_or_create_log("t", p) for p in (0, 1)]
+    assert {log.dir.parent for log in logs} == {d1, d2}
+    for log in logs:
+        fill(log, 12)
+    m.cleanup_logs()
+    broken = logs[0].dir.parent
+    victim = sorted(broken.rglob("*.log.deleted"))[0]
+    victim.unlink()
+    victim.mkdir()  # unlink() of a directory fails with EISDIR, as a failing disk's would with EIO
+    clock_of(m).advance(DELETE_DELAY + 1)
+    with pytest.raises(KafkaStorageError, match=str(broken)):
+        m.delete_logs()
+    healthy = logs[1].dir.parent
+    assert not list(healthy.rglob("*.deleted")), "the other dir's due segments were deleted"
+    assert logs[0].is_offline and not logs[1].is_offline
+
+
 def test_delete_dirs_found_at_startup_are_removed_after_the_delay(make: Factory, tmp_path: Path) -> None:
     d1 = tmp_path / "d1"
     leftover = d1 / delete_dir_name(TopicPartition("gone", 3), "0" * 32)
