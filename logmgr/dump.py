@@ -286,7 +286,9 @@ def _batch_at(records: FileRecords, position: int, max_message_size: int | None 
     """The batch starting at ``position`` under Kafka's file rule (None past the last complete batch), reading
     only that batch. A complete batch larger than ``max_message_size`` bytes (log overhead included) raises
     RecordTooLargeError: Kafka's ``dumpIndex`` reads a slice of that size there and finds no batch. O(batch
-    size)."""
+    size). A negative position (a damaged index entry) holds no batch."""
+    if position < 0:
+        return None
     prefix = records.read(position, LOG_OVERHEAD)
     if len(prefix) < LOG_OVERHEAD:
         return None
