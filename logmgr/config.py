@@ -440,7 +440,7 @@ class BrokerConfig:
     )
     """Period (and initial delay) of each log's producer-expiration job."""
     log_cleaner_enable: bool = _config("log.cleaner.enable", "boolean", True)
-    """Whether the cleaner runs; compacted logs get no retention deletion at all when it does not."""
+    """Whether the ``kafka-log-cleaner`` job runs (compacted logs keep the log-start-offset rule either way)."""
     log_cleaner_delete_retention_ms: int = _config(
         "log.cleaner.delete.retention.ms", "long", 86_400_000, at_least=0, synonym="delete_retention_ms"
     )
