@@ -380,6 +380,11 @@ class Cleaner:
                 for item in segment.batches(position):
                     self.check_done(source.topic_partition)
                     batch = item.batch
+                    if batch.base_offset >= end:
+                        # Kafka maps the whole segment holding ``end`` (the last stable offset may fall inside
+                        # one): a record of an open transaction would then supersede committed ones below it, and
+                        # an abort would lose them. Nothing at or above ``end`` enters the map here.
+                        break
                     self.throttler.maybe_throttle(batch.size_in_bytes)
                     stats.map_bytes_read += batch.size_in_bytes
                     if batch.is_control:
@@ -389,7 +394,7 @@ class Cleaner:
                         stats.map_messages_read += batch.count_records()
                     else:
                         for record in batch.records():
-                            if record.key is not None and record.offset >= start:
+                            if record.key is not None and start <= record.offset < end:
                                 if offset_map.size >= max_desired:
                                     return
                                 offset_map.put(record.key, record.offset)

@@ -100,7 +100,7 @@ def cleanable_offsets(
     first_dirty = log_start_offset if force else checkpointed
     candidates = [last_stable_offset, segments[-1].base_offset]
     if config.min_compaction_lag_ms > 0:
-        for segment in _segments_from(segments[:-1], first_dirty):
+        for segment in _non_active_from(segments, first_dirty):
             if segment.largest_timestamp > now_ms - config.min_compaction_lag_ms:
                 candidates.append(segment.base_offset)
                 break
@@ -124,10 +124,15 @@ def _segments_between(segments: Sequence[SegmentStat], from_offset: int, to_offs
     return [s for s in _segments_from(segments, from_offset) if s.base_offset < to_offset]
 
 
+def _non_active_from(segments: Sequence[SegmentStat], offset: int) -> list[SegmentStat]:
+    """Kafka's ``nonActiveLogSegmentsFrom``: ``logSegments(offset, active base)``."""
+    return _segments_between(segments, offset, segments[-1].base_offset)
+
+
 def max_compaction_delay(segments: Sequence[SegmentStat], first_dirty: int, config: LogConfig, now_ms: int) -> int:
     """Kafka's ``maxCompactionDelay``: how long past ``max.compaction.lag.ms`` the oldest dirty record is (0: not
     due). O(segments)."""
-    stamps = [s.first_batch_timestamp for s in _segments_from(segments[:-1], first_dirty) if s.first_batch_timestamp > 0]
+    stamps = [s.first_batch_timestamp for s in _non_active_from(segments, first_dirty) if s.first_batch_timestamp > 0]
     if not stamps:
         return 0
     clean_until = now_ms - max(config.max_compaction_lag_ms, 0)
@@ -142,9 +147,8 @@ def log_to_clean(
     ``calculateCleanableBytes``: the uncleanable offset rounded down to its segment's base). O(segments)."""
     first_dirty = offsets.first_dirty_offset
     clean_bytes = sum(s.size for s in _segments_between(segments, -1, first_dirty))
-    holding = _segments_from(segments[:-1], offsets.first_uncleanable_offset)
-    uncleanable_segment = holding[0] if holding and holding[0].base_offset <= offsets.first_uncleanable_offset else segments[-1]
-    first_uncleanable = uncleanable_segment.base_offset
+    holding = _non_active_from(segments, offsets.first_uncleanable_offset)
+    first_uncleanable = holding[0].base_offset if holding else segments[-1].base_offset
     cleanable_bytes = sum(s.size for s in _segments_between(segments, min(first_dirty, first_uncleanable), first_uncleanable))
     forced = max_compaction_delay(segments, first_dirty, config, now_ms) > 0
     return LogToClean(tp, first_dirty, offsets.first_uncleanable_offset, clean_bytes, cleanable_bytes, forced)
