@@ -71,9 +71,9 @@ def read_committed_records(log: Log) -> list[tuple[int, bytes | None, bytes | No
             while pending and pending[0][1] <= batch.last_offset:
                 aborting.add(pending.pop(0)[0])
         if batch.is_control:
-            if batch.records() and batch.records()[0].key is not None:
-                if ControlRecordType.parse(batch.records()[0].key) is ControlRecordType.ABORT:
-                    aborting.discard(batch.producer_id)
+            control = batch.records()
+            if control and ControlRecordType.parse(control[0].key) is ControlRecordType.ABORT:
+                aborting.discard(batch.producer_id)
             continue
         if batch.is_transactional and batch.producer_id in aborting:
             continue

@@ -46,7 +46,14 @@ from logmgr.cleaner.offset_map import SkimpyOffsetMap
 from logmgr.config import LogConfig
 from logmgr.errors import LogmgrError
 from segments.log_segment import LogSegment
-from segments.naming import CLEANED_SUFFIX, TopicPartition, log_file, offset_index_file, time_index_file, transaction_index_file
+from segments.naming import (
+    CLEANED_SUFFIX,
+    TopicPartition,
+    log_file,
+    offset_index_file,
+    time_index_file,
+    transaction_index_file,
+)
 from segments.records import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
