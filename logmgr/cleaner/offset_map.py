@@ -18,6 +18,7 @@ BYTES_PER_ENTRY = HASH_SIZE + 8
 
 _OFFSET = struct.Struct(">q")
 _EMPTY = bytes(HASH_SIZE)
+_ZERO_CHUNK = bytes(1 << 20)
 
 
 class OffsetMapFullError(Exception):
@@ -102,7 +103,12 @@ class SkimpyOffsetMap:
 
     def clear(self) -> None:
         """Empty the map, keeping its memory. O(memory)."""
-        self._bytes[:] = bytes(len(self._bytes))
+        if self._entries:
+            # In place, a chunk at a time: no second buffer of the map's size, even briefly.
+            data = self._bytes
+            for start in range(0, len(data), len(_ZERO_CHUNK)):
+                end = min(start + len(_ZERO_CHUNK), len(data))
+                data[start:end] = _ZERO_CHUNK[: end - start]
         self._entries = 0
         self._lookups = 0
         self._probes = 0
