@@ -8,10 +8,13 @@ clock; after every step the log's reads must agree with the model:
 * every record not aborted at or above the cleaner checkpoint is still there;
 * below the checkpoint each key appears once;
 * a read_committed consumer (Kafka's aborted-transaction filtering) sees exactly the retained committed records.
+
+``LOGMGR_CLEANER_EXAMPLES`` (default 30; 1,000 with ``LOGMGR_SOAK=1``) sets the number of runs.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -220,7 +223,7 @@ class CleanerMachine(RuleBasedStateMachine):
 
 
 CleanerMachine.TestCase.settings = settings(
-    max_examples=int(__import__("os").environ.get("LOGMGR_CLEANER_EXAMPLES", "30")),
+    max_examples=int(os.environ.get("LOGMGR_CLEANER_EXAMPLES", "1000" if os.environ.get("LOGMGR_SOAK") == "1" else "30")),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
