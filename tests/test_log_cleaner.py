@@ -350,3 +350,58 @@ def test_isolation_log_end_reads_across_offset_gaps(tmp_path: Path) -> None:
     fetch = log.read(3, 1 << 20, isolation=Isolation.READ_COMMITTED)
     assert [b.base_offset for b in fetch.batches()][:1] == [27]
     log.close()
+
+
+def test_bug_an_open_transaction_never_supersedes_committed_records(tmp_path: Path) -> None:
+    # Kafka maps every record of the segment holding the last stable offset: the open transaction's record at 2
+    # entered the map and removed the committed value at 1, which the abort then could not bring back.
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    cleaner = cleaner_for(tmp_path, log, clock)
+    log.append_records([SimpleRecord(b"old", b"k")])
+    log.roll()
+    log.append_records([SimpleRecord(b"committed", b"k")])
+    log.append_records([SimpleRecord(b"open", b"k")], producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.roll()
+    cleaner.clean_log(tmp_path, log)
+    log.append_end_txn_marker(7, 0, ControlRecordType.ABORT, 0)
+    assert read_committed_records(log) == [(1, b"k", b"committed")]
+    log.close()
+
+
+def test_cleaning_races_appends_and_retention_without_losing_the_latest_values(tmp_path: Path) -> None:
+    import threading
+
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock, LogConfig(cleanup_policy=("compact",), segment_bytes=600, file_delete_delay_ms=0))
+    cleaner = cleaner_for(tmp_path, log, clock)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def clean_forever() -> None:
+        try:
+            while not stop.is_set():
+                for result in cleaner.run_pass(all_compacted=True).logs:
+                    assert result.error is None or result.error.startswith("aborted"), result.error
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    thread = threading.Thread(target=clean_forever)
+    thread.start()
+    try:
+        for round_ in range(6):
+            fill(log, 60, keys=7)
+            log.roll()
+            # Retention and the log-start-offset rule delete segments under the cleaner's feet.
+            log.delete_records_before(max(log.log_start_offset, log.log_end_offset - 100 - round_))
+            log.delete_old_segments()
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors
+    end = log.log_end_offset
+    present = {o: (k, v) for o, k, v in records(log)}
+    for offset in range(end - 7, end):
+        assert present.get(offset) == (b"k%d" % (offset % 7), b"v%d" % offset)
+    log._check()
+    log.close()
