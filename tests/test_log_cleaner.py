@@ -405,3 +405,30 @@ def test_cleaning_races_appends_and_retention_without_losing_the_latest_values(t
         assert present.get(offset) == (b"k%d" % (offset % 7), b"v%d" % offset)
     log._check()
     log.close()
+
+
+def test_spark_scan_reads_a_compacted_log_with_gaps_empty_batches_and_removed_markers(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow", reason="pyarrow not installed (pip install -e '.[spark]')")
+    pytest.importorskip("numpy", reason="numpy not installed (pip install -e '.[spark]')")
+    from logmgr.spark.options import parse_options
+    from logmgr.spark.scan import plan_scan, read_slice
+
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    fill(log, 30, keys=3)
+    log.append_records([SimpleRecord(b"a", b"x")], producer_id=4, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(4, 0, ControlRecordType.ABORT, 0)
+    log.append_records([SimpleRecord(b"p", b"y")], producer_id=5, producer_epoch=0, base_sequence=0)
+    log.append_records([SimpleRecord(b"q", b"y")])
+    log.roll()
+    cleaner_for(tmp_path, log, clock).clean_log(tmp_path, log)
+    expected = [o for o, _, _ in records(log)]
+    assert expected == [27, 28, 29, 33]
+    log.close()
+    for isolation in ("read_uncommitted", "read_committed"):
+        options = parse_options({"path": str(tmp_path), "isolation.level": isolation})
+        found: list[int] = []
+        for piece in plan_scan(options).slices:
+            for table in read_slice(piece, options.columns):
+                found.extend(table.column("offset").to_pylist())
+        assert found == expected, isolation
