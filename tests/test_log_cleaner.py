@@ -426,7 +426,7 @@ def test_spark_scan_reads_a_compacted_log_with_gaps_empty_batches_and_removed_ma
     assert expected == [27, 28, 29, 33]
     log.close()
     for isolation in ("read_uncommitted", "read_committed"):
-        options = parse_options({"path": str(tmp_path), "isolation.level": isolation})
+        options = parse_options({"path": str(tmp_path), "kafka.isolation.level": isolation})
         found: list[int] = []
         for piece in plan_scan(options).slices:
             for table in read_slice(piece, options.columns):
