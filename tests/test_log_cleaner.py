@@ -432,3 +432,36 @@ def test_spark_scan_reads_a_compacted_log_with_gaps_empty_batches_and_removed_ma
             for table in read_slice(piece, options.columns):
                 found.extend(table.column("offset").to_pylist())
         assert found == expected, isolation
+
+
+def test_compact_plan_predicts_the_tree_the_real_run_leaves(tmp_path: Path) -> None:
+    from logmgr.cleaner.offline import plan_compact
+    from logmgr.offline.plan import DERIVED, apply_plan
+    from logmgr.offline.scan import scan_log_dir
+    from logmgr.topic_configs import load_resolver
+
+    clock = ManualClock(T0)
+    root = tmp_path / "logs"
+    log = load_log(root / "t-0", COMPACT, clock=clock)
+    fill(log, 70)
+    log.append_records([SimpleRecord(b"a", b"z")], producer_id=4, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(4, 0, ControlRecordType.ABORT, 0)
+    log.roll()
+    log.close()
+    resolver = load_resolver(
+        [root], server_properties=None, topic_config_flags=["t:cleanup.policy=compact", "t:segment.bytes=1000"],
+        topic_configs_files=[],
+    )
+    before = read_tree(root)
+    plan = plan_compact(scan_log_dir(root), resolver.resolve, resolver.broker(), T0)
+    assert read_tree(root) == before
+    apply_plan(plan)
+    after = read_tree(root)
+    predicted = plan.predict(before)
+    derived = {path.removesuffix("?") for path, content in predicted.items() if content == DERIVED}
+    assert {p: c for p, c in after.items() if p not in derived} == {
+        p: c for p, c in predicted.items() if p.removesuffix("?") not in derived
+    }
+    assert {p for p, c in predicted.items() if c == DERIVED and not p.endswith("?")} <= set(after)
+    (action,) = [a for p in plan.partitions for a in p.actions]
+    assert action.bytes_after == sum(len(c) for p, c in after.items() if p.startswith("t-0/") and p.endswith(".log"))

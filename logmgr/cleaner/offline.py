@@ -218,8 +218,12 @@ class CompactLog(Action):
             for base in group:
                 for name in _segment_names(base):
                     tree.pop(f"{self.partition}/{name}", None)
-            for name in _segment_names(group[0]):
+            # The cleaned .log is what the pass writes (the dry run measured its size, not its bytes); its indexes
+            # follow Kafka's append rule; a .txnindex exists only when an aborted transaction's marker stays.
+            log_name, index_name, time_name, txn_name = _segment_names(group[0])
+            for name in (log_name, index_name, time_name):
                 tree[f"{self.partition}/{name}"] = DERIVED
+            tree[f"{self.partition}/{txn_name}?"] = DERIVED
 
     def apply(self, log_dir: Path) -> None:
         directory = log_dir / self.partition
