@@ -445,7 +445,11 @@ class Cleaner:
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             # The cleaned segment keeps the group's last modification time: time-based retention sees the same age.
-            modified = os.stat(group[-1].log.path).st_mtime_ns
+            try:
+                modified = os.stat(group[-1].log.path).st_mtime_ns
+            except FileNotFoundError:
+                # Renamed by retention or truncation meanwhile: the swap would refuse the group anyway.
+                raise LogCleaningAbortedError(f"{group[-1].log.path} was deleted during cleaning") from None
             os.utime(cleaned.log.path, ns=(modified, modified))
             source.replace_segments(cleaned, group)
             published = True
