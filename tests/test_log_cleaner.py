@@ -465,3 +465,19 @@ def test_compact_plan_predicts_the_tree_the_real_run_leaves(tmp_path: Path) -> N
     assert {p for p, c in predicted.items() if c == DERIVED and not p.endswith("?")} <= set(after)
     (action,) = [a for p in plan.partitions for a in p.actions]
     assert action.bytes_after == sum(len(c) for p, c in after.items() if p.startswith("t-0/") and p.endswith(".log"))
+
+
+def test_cleaner_threads_share_the_dedupe_buffer_and_never_a_map(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    logs = [load_log(tmp_path / f"t-{p}", COMPACT, clock=clock) for p in range(4)]
+    for log in logs:
+        fill(log, 40)
+        log.roll()
+    cleaner = LogCleaner(BrokerConfig(log_cleaner_threads=2, log_cleaner_dedupe_buffer_size=4800), lambda: {tmp_path: logs}, clock)
+    report = cleaner.run_pass()
+    assert sorted(r.to_json()["partition"] for r in report.logs) == [f"t-{p}" for p in range(4)]
+    assert all(r.error is None and r.end_offset == 40 for r in report.logs)
+    assert [m.slots for m in cleaner._maps] == [100, 100]
+    for log in logs:
+        assert [o for o, _, _ in records(log)] == [35, 36, 37, 38, 39]
+        log.close()

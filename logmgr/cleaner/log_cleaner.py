@@ -15,6 +15,7 @@ or truncation, both of which the swap detects) and publishes each cleaned group 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -208,6 +209,7 @@ class LogCleaner:
         self.throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second, sleep=sleep)
         self._pass_lock = threading.Lock()
         self._maps: list[SkimpyOffsetMap] = []
+        self._maps_lock = threading.Lock()
         self.last_run_ms: int | None = None
         self.last_report = CleanerRunReport()
         self.max_dirty_ratio = 0.0
@@ -219,10 +221,11 @@ class LogCleaner:
 
     def _offset_map(self, worker: int) -> SkimpyOffsetMap:
         # Allocated on first use: a manager without compacted logs never pays for the dedupe buffer.
-        while len(self._maps) <= worker:
-            memory = min(self.broker.log_cleaner_dedupe_buffer_size // self.threads, _INT32_MAX)
-            self._maps.append(SkimpyOffsetMap(memory))
-        return self._maps[worker]
+        with self._maps_lock:
+            while len(self._maps) <= worker:
+                memory = min(self.broker.log_cleaner_dedupe_buffer_size // self.threads, _INT32_MAX)
+                self._maps.append(SkimpyOffsetMap(memory))
+            return self._maps[worker]
 
     # -- selection ----------------------------------------------------------------------------------------------------
 
@@ -285,12 +288,20 @@ class LogCleaner:
                 if workers == 1:
                     results = [self._clean_one(0, log_dir, log, ltc) for log_dir, log, ltc in todo]
                 else:
+                    # Each running task takes a free worker slot (its offset map) and gives it back.
+                    free: queue.SimpleQueue[int] = queue.SimpleQueue()
+                    for worker in range(workers):
+                        free.put(worker)
+
+                    def task(log_dir: Path, log: Log, ltc: LogToClean) -> LogCleanResult:
+                        worker = free.get()
+                        try:
+                            return self._clean_one(worker, log_dir, log, ltc)
+                        finally:
+                            free.put(worker)
+
                     with ThreadPoolExecutor(workers, thread_name_prefix="kafka-log-cleaner-thread") as pool:
-                        slots = iter(range(len(todo)))
-                        futures = [
-                            pool.submit(self._clean_one, next(slots) % workers, log_dir, log, ltc)
-                            for log_dir, log, ltc in todo
-                        ]
+                        futures = [pool.submit(task, log_dir, log, ltc) for log_dir, log, ltc in todo]
                         results = [future.result() for future in futures]
                 report.logs.extend(results)
             self.last_report = report
