@@ -70,7 +70,8 @@ def cleanup(
 
     Topic configs come from the dir's KRaft metadata (__cluster_metadata), --config (server.properties), and
     --topic-config/--topic-configs; the plan names where each value came from, and warns about topics whose
-    config is unknown and whose segments would be deleted. Compacted topics are left to the log cleaner.
+    config is unknown and whose segments would be deleted. Compacted topics get the log-start-offset
+    rule only (compaction itself is `logmgr compact`).
 
     The plan is made by reading only; --dry-run prints it, the real run takes the dir's .lock (exit 3 when a
     broker holds it), executes exactly that plan and prints each action as it completes. A corrupt index,

@@ -18,6 +18,7 @@ from cli.append_cmd import append
 from cli.checkpoints_cmd import checkpoints
 from cli.cleanup_cmd import cleanup
 from cli.common import Failure, LogmgrGroup, ProgressBar, one_line_errors
+from cli.compact_cmd import compact
 from cli.configs_cmd import configs
 from cli.dump_cmd import dump
 from cli.export_cmd import export
@@ -105,6 +106,7 @@ main.add_command(append)
 main.add_command(read)
 main.add_command(flush)
 main.add_command(cleanup)
+main.add_command(compact)
 main.add_command(recover)
 main.add_command(serve)
 main.add_command(export)

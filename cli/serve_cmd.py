@@ -119,6 +119,9 @@ def prometheus_text(status: dict[str, Any], totals: JobTotals) -> str:
         "1 when the log dir is offline.",
         [(label.format(d["path"]), int(d["offline"])) for d in dirs],
     )
+    # Kafka's LogCleaner gauges (kafka.log:type=LogCleaner / LogCleanerManager), named as Prometheus metrics.
+    for name, value in status.get("cleaner", {}).items():
+        family(f"logmgr_cleaner_{name.replace('-', '_')}", "gauge", f"Kafka's LogCleaner {name}.", [("", value)])
     job_label = '{{job="{}"}}'
     family(
         "logmgr_job_runs_total",

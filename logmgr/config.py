@@ -70,7 +70,7 @@ _HOUR_ITEM = re.compile(r"([0-9]{1,2})(?:[ \t]*-[ \t]*([0-9]{1,2}))?")
 _HOUR_SEPARATOR = re.compile("[;,]")
 _SPEC = "logmgr.config.spec"
 
-_Kind = Literal["int", "long", "boolean", "list", "string", "ratio", "dirs", "hours"]
+_Kind = Literal["int", "long", "boolean", "list", "string", "ratio", "double", "dirs", "hours"]
 _T = TypeVar("_T")
 
 
@@ -104,7 +104,7 @@ class _Spec:
     def _convert(self, raw: object) -> object:
         if not isinstance(raw, str):
             # Typed values are taken as they are (ints become floats for ratios); check() judges them.
-            if self.kind == "ratio" and isinstance(raw, int) and not isinstance(raw, bool):
+            if self.kind in ("ratio", "double") and isinstance(raw, int) and not isinstance(raw, bool):
                 return float(raw)
             return raw
         trimmed = raw.strip(JAVA_TRIMMED)
@@ -119,7 +119,7 @@ class _Spec:
             if trimmed.lower() not in ("true", "false"):
                 raise ConfigError(self.key, f"invalid value {raw!r}: expected true or false")
             return trimmed.lower() == "true"
-        if self.kind == "ratio":
+        if self.kind in ("ratio", "double"):
             if _DECIMAL.fullmatch(trimmed) is None:
                 raise ConfigError(self.key, f"invalid value {raw!r}: not a decimal number")
             return float(trimmed)
@@ -151,6 +151,11 @@ class _Spec:
         if self.kind == "ratio":
             if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 < value <= 1.0:
                 return "must be a ratio greater than 0 and at most 1"
+            return None
+        if self.kind == "double":
+            # Kafka's ConfigDef DOUBLE; the only double logmgr reads (log.cleaner.io.max.bytes.per.second) is a rate.
+            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0.0:
+                return "must be a number greater than 0"
             return None
         if self.kind == "string":
             if not isinstance(value, str) or value not in self.choices:
@@ -278,6 +283,8 @@ class LogConfig:
     """Maximum age of an uncompacted message; also caps the roll time of compacted logs."""
     delete_retention_ms: int = _config("delete.retention.ms", "long", 86_400_000, at_least=0)
     """How long compaction keeps tombstones."""
+    min_cleanable_dirty_ratio: float = _config("min.cleanable.dirty.ratio", "ratio", 0.5)
+    """The cleaner cleans a compacted log once its dirty bytes exceed this share of its cleanable bytes."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -433,7 +440,7 @@ class BrokerConfig:
     )
     """Period (and initial delay) of each log's producer-expiration job."""
     log_cleaner_enable: bool = _config("log.cleaner.enable", "boolean", True)
-    """Whether the cleaner runs; compacted logs get no retention deletion at all when it does not."""
+    """Whether the ``kafka-log-cleaner`` job runs (compacted logs keep the log-start-offset rule either way)."""
     log_cleaner_delete_retention_ms: int = _config(
         "log.cleaner.delete.retention.ms", "long", 86_400_000, at_least=0, synonym="delete_retention_ms"
     )
@@ -443,6 +450,21 @@ class BrokerConfig:
     log_cleaner_max_compaction_lag_ms: int = _config(
         "log.cleaner.max.compaction.lag.ms", "long", INT64_MAX, at_least=1, synonym="max_compaction_lag_ms"
     )
+    log_cleaner_min_cleanable_ratio: float = _config(
+        "log.cleaner.min.cleanable.ratio", "ratio", 0.5, synonym="min_cleanable_dirty_ratio"
+    )
+    log_cleaner_threads: int = _config("log.cleaner.threads", "int", 1, at_least=0)
+    """Cleaner threads; the dedupe buffer is shared between them (each gets its share)."""
+    log_cleaner_dedupe_buffer_size: int = _config("log.cleaner.dedupe.buffer.size", "long", 134_217_728, at_least=0)
+    """Memory of the cleaners' offset maps, all threads together (Kafka's SkimpyOffsetMap: 24 bytes a key)."""
+    log_cleaner_io_buffer_load_factor: float = _config("log.cleaner.io.buffer.load.factor", "ratio", 0.9)
+    """How full an offset map may get before a pass stops reading the dirty section."""
+    log_cleaner_io_max_bytes_per_second: float = _config(
+        "log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308
+    )
+    """Read plus write rate the cleaners are throttled to (Kafka's default: Double.MaxValue, unthrottled)."""
+    log_cleaner_backoff_ms: int = _config("log.cleaner.backoff.ms", "long", 15_000, at_least=0)
+    """Pause of the cleaner job between two passes that found nothing to clean."""
     disk_usage_clean_ratio: float | None = _config("logmgr.disk.usage.clean.ratio", "ratio", None)
     """Disk usage above which a dir's oldest eligible segments are deleted regardless of age (None: off)."""
     disk_usage_warn_ratio: float | None = _config("logmgr.disk.usage.warn.ratio", "ratio", None)

@@ -382,9 +382,27 @@ class Log:
             raise InvalidRecordError(f"{self.topic_partition}: an append must hold one or more whole batches")
         return batches
 
+    def _refuse_null_keys(self, batches: list[DefaultRecordBatch]) -> None:
+        """Kafka's LogValidator rule: a compacted topic refuses records without a key (the cleaner could never
+        supersede them). O(size)."""
+        for batch in batches:
+            if batch.is_control:
+                continue
+            try:
+                keyless = next((r.offset for r in batch.records() if r.key is None), None)
+            except CorruptRecordError as err:
+                raise InvalidRecordError(f"{self.topic_partition}: invalid batch: {err}") from err
+            if keyless is not None:
+                raise InvalidRecordError(
+                    f"{self.topic_partition}: compacted topic cannot accept message without key (record "
+                    f"{keyless - batch.base_offset} of the batch)"
+                )
+
     @_io_guarded("append")
     def _append(self, records: bytes, *, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
         batches = self._validate(records)
+        if leader and self.config.compact:
+            self._refuse_null_keys(batches)
         with self._lock:
             self._ensure_online()
             if self.dir_state.full:

@@ -41,6 +41,7 @@ from checkpoints.offset_checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
+from logmgr.cleaner.log_cleaner import CleanerRunReport, LogCleaner
 from logmgr.clock import Clock, SystemClock
 from logmgr.config import BrokerConfig, LogConfig
 from logmgr.dir_lock import LogDirLock
@@ -68,6 +69,7 @@ JOB_RECOVERY_POINT_CHECKPOINT = "kafka-recovery-point-checkpoint"
 JOB_LOG_START_OFFSET_CHECKPOINT = "kafka-log-start-offset-checkpoint"
 JOB_DELETE_LOGS = "kafka-delete-logs"
 JOB_PRODUCER_EXPIRATION = "PeriodicProducerExpirationCheck"
+JOB_LOG_CLEANER = "kafka-log-cleaner"
 
 _SKIPPED_DIRS = frozenset({"remote-log-index-cache"})
 # The files at the top of a log dir that are written through a ``.tmp`` (atomic replace).
@@ -166,6 +168,7 @@ class LogManager:
         self._one_shot_ids = itertools.count()
         self._started = False
         self.last_cleanup: CleanupReport | None = None
+        self.cleaner = LogCleaner(broker, self._logs_by_dir, self.clock, sleep=sleep)
 
     # -- configuration ----------------------------------------------------------------------------------------
 
@@ -364,6 +367,10 @@ class LogManager:
             delay_ms=broker.producer_id_expiration_check_interval_ms,
             period_ms=broker.producer_id_expiration_check_interval_ms,
         )
+        if broker.log_cleaner_enable and broker.log_cleaner_threads > 0:
+            self.scheduler.schedule(
+                JOB_LOG_CLEANER, self.cleaner.run_pass, delay_ms=delay, period_ms=max(1, broker.log_cleaner_backoff_ms)
+            )
 
     def shutdown(self) -> None:
         """Stop the jobs (waiting for running ones), flush and close every log, write the checkpoints and the
@@ -483,7 +490,13 @@ class LogManager:
             for log_dir in self._dirs.values():
                 log = log_dir.logs.pop(tp, None)
                 if log is not None:
-                    target = log.delete()
+                    # Kafka's abortAndPauseCleaning: no pass may swap segments into a log being deleted.
+                    self.cleaner.abort_and_pause(tp)
+                    try:
+                        target = log.delete()
+                        self.cleaner.remove_checkpoint(log_dir.path, tp)
+                    finally:
+                        self.cleaner.resume(tp)
                     self._deleted_dirs.append(_PendingDirDeletion(target, self.clock.time_ms()))
                     self._write_recovery_points(log_dir)
                     self._write_log_start_offsets(log_dir)
@@ -496,9 +509,15 @@ class LogManager:
 
     # -- jobs -----------------------------------------------------------------------------------------------------
 
-    def run_job_now(self, name: str) -> None:
-        """Run one scheduled job now (never concurrently with itself)."""
+    def run_job_now(self, name: str) -> CleanerRunReport | None:
+        """Run one scheduled job now (never concurrently with itself). ``kafka-log-cleaner`` returns its per-log
+        report (bytes read/written, records removed, duration, dirty ratio before/after); other jobs None."""
         self.scheduler.run_job_now(name)
+        return self.cleaner.last_report if name == JOB_LOG_CLEANER else None
+
+    def _logs_by_dir(self) -> dict[Path, list[Log]]:
+        """The logs of every online dir (what the cleaner walks). O(logs)."""
+        return {d.path: list(d.logs.values()) for d in self.log_dirs() if not d.state.offline}
 
     def request_manual_cleanup(self, segments: int = 1) -> None:
         """Ask the next ``cleanup_logs`` to delete up to ``segments`` more of the oldest eligible segments per log
@@ -530,9 +549,10 @@ class LogManager:
         return report
 
     def _cleanup_dir(self, log_dir: LogDir, manual: int, time_rule_allowed: bool, report: CleanupReport) -> None:
-        # Kafka runs deleteOldSegments on every non-compacted log (only the start-offset rule without `delete`);
-        # the space-management policies touch `delete` logs only.
-        retained = {tp: log for tp, log in log_dir.logs.items() if not log.config.compact}
+        # Kafka runs deleteOldSegments on every log (its cleaner thread does it for compacted ones): the
+        # start-offset rule always, size and time only with `delete`; the space-management policies touch `delete`
+        # logs only. A cleaning pass racing these deletions aborts its swap (LiveLogSource.replace_segments).
+        retained = dict(log_dir.logs)
         logs = {tp: log for tp, log in retained.items() if log.config.delete}
         snapshots = {tp: log.snapshot() for tp, log in logs.items()}
         self._apply(logs, snapshots, self._disk_pressure_plan(log_dir, snapshots), report)
@@ -738,4 +758,5 @@ class LogManager:
             "pendingDeletionBytes": self.deleter.pending_bytes(),
             # The retention job's last executed plan: each segment it deleted and why.
             "lastCleanup": last_cleanup,
+            "cleaner": self.cleaner.metrics(),
         }

@@ -43,6 +43,7 @@ DOC_TOPIC_DEFAULTS = {
     "message.timestamp.type": "CreateTime",
     "max.message.bytes": 1048588,
     "preallocate": False,
+    "min.cleanable.dirty.ratio": 0.5,  # Kafka's TopicConfig default (the log cleaner, issue 12)
 }
 
 # The §7 table's broker synonyms.
@@ -64,6 +65,7 @@ DOC_SYNONYMS = {
     "message.timestamp.type": "log.message.timestamp.type",
     "max.message.bytes": "message.max.bytes",
     "preallocate": "log.preallocate",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
 }
 
 BROKER_ONLY_DEFAULTS = {
@@ -77,6 +79,11 @@ BROKER_ONLY_DEFAULTS = {
     "producer_id_expiration_ms": 86400000,
     "producer_id_expiration_check_interval_ms": 600000,
     "log_cleaner_enable": True,
+    "log_cleaner_threads": 1,
+    "log_cleaner_dedupe_buffer_size": 134217728,
+    "log_cleaner_io_buffer_load_factor": 0.9,
+    "log_cleaner_io_max_bytes_per_second": 1.7976931348623157e308,
+    "log_cleaner_backoff_ms": 15000,
     "disk_usage_clean_ratio": None,
     "disk_usage_warn_ratio": None,
     "delete_when": None,
@@ -125,7 +132,9 @@ def test_broker_defaults_match_kafka() -> None:
 
 def test_every_topic_config_has_its_documented_broker_synonym() -> None:
     for topic_key, broker_key in DOC_SYNONYMS.items():
-        value = 12345 if topic_key != "max.compaction.lag.ms" else 99999
+        value: float = 12345 if topic_key != "max.compaction.lag.ms" else 99999
+        if topic_key == "min.cleanable.dirty.ratio":
+            value = 0.25
         if topic_key in ("cleanup.policy", "message.timestamp.type", "preallocate"):
             continue
         config = BrokerConfig.from_properties({broker_key: str(value)}).log_config()

@@ -477,7 +477,9 @@ def test_retention_never_passes_the_high_watermark(make: Factory) -> None:
     assert log.log_start_offset == log.log_end_offset == 20
 
 
-def test_compacted_topics_are_skipped_by_retention(make: Factory) -> None:
+def test_compacted_topics_obey_the_log_start_offset_rule_and_compact_delete_retention(make: Factory) -> None:
+    # Issue 12 item 2: compacted logs used to be exempt from every deletion; Kafka's cleaner thread runs
+    # deleteOldSegments on them (start-offset rule; size and time too with `delete`).
     m = make(
         props={"log.retention.ms": str(MINUTE)},
         topic_overrides={"c": {"cleanup.policy": "compact"}, "cd": {"cleanup.policy": "compact,delete"}},
@@ -488,8 +490,9 @@ def test_compacted_topics_are_skipped_by_retention(make: Factory) -> None:
         fill(log, 12, ts=T0 - HOUR)
         log.delete_records_before(11)
     report = m.cleanup_logs()
-    assert set(report.deletions) == {TopicPartition("d", 0)}
-    assert [len(log.segments) for log in logs] == [3, 3, 1]
+    assert set(report.deletions) == {TopicPartition(t, 0) for t in ("c", "cd", "d")}
+    assert [log.log_start_offset for log in logs] == [11, 12, 12]
+    assert logs[0].segments.base_offsets() == [10]
 
 
 def test_bug_empty_cleanup_policy_skipped_the_log_start_offset_rule(make: Factory) -> None:

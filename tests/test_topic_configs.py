@@ -298,6 +298,7 @@ POOLS: dict[str, tuple[str, str]] = {
     "min.compaction.lag.ms": ("0", "1000"),
     "max.compaction.lag.ms": ("1000", "5000"),
     "delete.retention.ms": ("0", "7"),
+    "min.cleanable.dirty.ratio": ("0.5", "0.01"),
 }
 TOPICS = ("orders", "a.b.c", "__consumer_offsets")
 NODE = 3

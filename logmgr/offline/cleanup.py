@@ -5,9 +5,9 @@ effective config (with where every value came from), the broker config, the time
 returns the :class:`~logmgr.offline.plan.LogDirPlan` the real run executes. What it decides is what a broker's
 ``LogManager`` would do in one retention pass (the policies of :mod:`logmgr.retention`):
 
-* logs whose ``cleanup.policy`` is ``compact`` only are left to the log cleaner (a compacted topic is never subject
-  to ``retention.ms``); ``compact,delete`` logs get retention, as Kafka's cleaner thread applies it to them;
-  logs without ``delete`` get the log-start-offset rule only;
+* logs without ``delete`` (``compact`` ones included: Kafka's cleaner thread runs ``deleteOldSegments`` on them)
+  get the log-start-offset rule only, ``compact,delete`` logs full retention; compaction itself is
+  ``logmgr compact``;
 * RocketMQ-style disk pressure first (``logmgr.disk.usage.clean.ratio``), then each log's start-offset, size and
   time rules, the time rule only inside ``logmgr.delete.when``; never at or past the high watermark;
 * when every segment goes, a new empty active segment is rolled at the log end offset first (planned as its own
@@ -101,8 +101,6 @@ def plan_cleanup(
         if not partition.segments:
             partition_notes[tp] = ["no .log file: nothing to delete (a broker creates an empty segment on load)"]
             continue
-        if config.compact and not config.delete:
-            continue
         snapshots[tp] = partition.retention_snapshot()
         settings[tp] = RetentionSettings(config.retention_ms, config.retention_bytes, config.delete)
     plans: dict[TopicPartition, RetentionPlan] = {}
@@ -163,8 +161,8 @@ def _topic_note(effective: EffectiveTopicConfig) -> str:
     config = effective.config
     if config.compact and not config.delete:
         return (
-            f"topic {effective.topic}: {_setting(effective, 'cleanup.policy')}: left to the log cleaner, "
-            "never deleted by retention"
+            f"topic {effective.topic}: {_setting(effective, 'cleanup.policy')}: compacted (by `logmgr compact`); "
+            "only the log-start-offset rule deletes its segments"
         )
     return f"topic {effective.topic}: " + ", ".join(_setting(effective, key) for key in RETENTION_KEYS)
 

@@ -1,0 +1,483 @@
+"""The log cleaner (issue 12): offset map, Kafka's retention rules (keys, tombstones and their delete horizon,
+transactions, producer state), the cleanable range, the checkpoint, the LogManager job and metrics, the offline
+``logmgr compact`` plan, and the real fixtures' ``__consumer_offsets``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cli.compact_cmd import compact
+from logmgr.cleaner.cleaner import empty_batch
+from logmgr.cleaner.log_cleaner import LogCleaner
+from logmgr.cleaner.manager import CleanerCheckpoints
+from logmgr.cleaner.offset_map import OffsetMapFullError, SkimpyOffsetMap
+from logmgr.clock import ManualClock
+from logmgr.config import BrokerConfig, LogConfig
+from logmgr.errors import InvalidRecordError, OutOfOrderSequenceError
+from logmgr.log import Isolation, Log
+from logmgr.log_loader import load_log
+from logmgr.log_manager import JOB_LOG_CLEANER, LogManager
+from logmgr.offline.plan import read_tree
+from logmgr.scheduler import ManualScheduler
+from logmgr.verify import verify_paths
+from segments.records import ControlRecordType, DefaultRecordBatch, SimpleRecord, build_batch
+from tests.conftest import KAFKA_REAL, require_fixtures
+from tests.test_log_cleaner_model import read_batches, read_committed_records
+
+T0 = 1_700_000_000_000
+COMPACT = LogConfig(cleanup_policy=("compact",), segment_bytes=1_000, delete_retention_ms=1_000, file_delete_delay_ms=0)
+
+
+def open_log(directory: Path, clock: ManualClock, config: LogConfig = COMPACT) -> Log:
+    return load_log(directory / "t-0", config, clock=clock)
+
+
+def cleaner_for(root: Path, log: Log, clock: ManualClock, **broker: object) -> LogCleaner:
+    return LogCleaner(BrokerConfig(**broker), lambda: {root: [log]}, clock)  # type: ignore[arg-type]
+
+
+def records(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    batches, _ = read_batches(log)
+    return [(r.offset, r.key, r.value) for b in batches if not b.is_control for r in b.records()]
+
+
+def fill(log: Log, count: int, keys: int = 5) -> None:
+    for _ in range(count):
+        offset = log.log_end_offset
+        log.append_records([SimpleRecord(b"v%d" % offset, b"k%d" % (offset % keys))])
+
+
+# -- offset map ----------------------------------------------------------------------------------------------------
+
+
+@given(st.lists(st.tuples(st.binary(max_size=6), st.integers(0, 1 << 40)), max_size=60))
+def test_offset_map_agrees_with_a_dict(puts: list[tuple[bytes, int]]) -> None:
+    offset_map = SkimpyOffsetMap(24 * 100)
+    model: dict[bytes, int] = {}
+    for key, offset in puts:
+        offset_map.put(key, offset)
+        model[key] = offset
+    assert len(offset_map) == len(model)
+    assert all(offset_map.get(key) == offset for key, offset in model.items())
+    assert offset_map.get(b"never put, longer than six") == -1
+    assert offset_map.latest_offset == (puts[-1][1] if puts else -1)
+
+
+def test_offset_map_has_a_fixed_size_and_refuses_a_new_key_when_full() -> None:
+    offset_map = SkimpyOffsetMap(24 * 3 + 23)
+    assert offset_map.slots == 3
+    for i in range(3):
+        offset_map.put(b"k%d" % i, i)
+    offset_map.put(b"k0", 9)  # an existing key always fits
+    with pytest.raises(OffsetMapFullError):
+        offset_map.put(b"k3", 3)
+    offset_map.clear()
+    assert len(offset_map) == 0 and offset_map.get(b"k0") == -1
+
+
+# -- append rule -----------------------------------------------------------------------------------------------------
+
+
+def test_compacted_topic_refuses_records_without_key(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    with pytest.raises(InvalidRecordError, match="without key"):
+        log.append_records([SimpleRecord(b"x", b"k"), SimpleRecord(b"y", None)])
+    assert log.log_end_offset == 0
+    # Replicas copy what the leader accepted: no check there (Kafka validates leader appends only).
+    log.append_as_follower(build_batch([SimpleRecord(b"y", None, T0)]))
+    delete = load_log(tmp_path / "d-0", LogConfig(), clock=clock)
+    delete.append_records([SimpleRecord(b"y", None)])
+    log.close()
+    delete.close()
+
+
+# -- semantics --------------------------------------------------------------------------------------------------------
+
+
+def test_clean_keeps_the_latest_record_per_key_with_offsets_and_timestamps(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    for i in range(60):
+        clock.advance(1)
+        log.append_records([SimpleRecord(b"v%d" % i, b"k%d" % (i % 5))])
+    log.roll()
+    before = {o: (k, v) for o, k, v in records(log)}
+    result = cleaner_for(tmp_path, log, clock).clean_log(tmp_path, log)
+    assert result is not None and result.error is None and result.stats is not None
+    after = records(log)
+    assert [o for o, _, _ in after] == list(range(55, 60))
+    assert all(before[o] == (k, v) for o, k, v in after)
+    batches, _ = read_batches(log)
+    assert [b.max_timestamp for b in batches] == [T0 + o + 1 for o in range(55, 60)]
+    assert result.stats.records_removed == 55
+    assert result.before.cleanable_ratio == 1.0 and result.after is not None and result.after.cleanable_ratio == 0.0
+    # Kafka's offset-checkpoint format, version 0, one entry.
+    assert (tmp_path / "cleaner-offset-checkpoint").read_bytes() == b"0\n1\nt 0 60\n"
+    log.close()
+    reopened = open_log(tmp_path, clock)
+    assert records(reopened) == after
+    reopened.close()
+    assert verify_paths([tmp_path / "t-0"]).ok
+
+
+def test_tombstones_get_a_delete_horizon_and_go_after_delete_retention_ms(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    cleaner = cleaner_for(tmp_path, log, clock)
+    log.append_records([SimpleRecord(b"a", b"k")])
+    log.append_records([SimpleRecord(None, b"k")])
+    log.roll()
+    cleaner.clean_log(tmp_path, log)
+    batches, _ = read_batches(log)
+    assert [(b.base_offset, b.delete_horizon_ms) for b in batches] == [(1, T0 + 1_000)]
+    # A later pass before the horizon keeps it, one after drops it.
+    log.append_records([SimpleRecord(b"x", b"other")])
+    log.roll()
+    cleaner.clean_log(tmp_path, log)
+    assert [o for o, _, _ in records(log)] == [1, 2]
+    clock.advance(1_000)
+    log.append_records([SimpleRecord(b"y", b"other")])
+    log.roll()
+    cleaner.clean_log(tmp_path, log)
+    assert [o for o, _, _ in records(log)] == [3]
+    log.close()
+
+
+def test_aborted_data_goes_markers_follow_and_producer_state_survives(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    cleaner = cleaner_for(tmp_path, log, clock)
+    log.append_records([SimpleRecord(b"a", b"k")], producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(5, 0, ControlRecordType.ABORT, 0)
+    log.append_records([SimpleRecord(b"b", b"k")], producer_id=5, producer_epoch=0, base_sequence=1, is_transactional=True)
+    log.append_end_txn_marker(5, 0, ControlRecordType.COMMIT, 0)
+    log.append_records([SimpleRecord(b"c", b"j")], producer_id=6, producer_epoch=0, base_sequence=0)
+    log.append_records([SimpleRecord(b"d", b"j")])
+    log.roll()
+    cleaner.clean_log(tmp_path, log)
+    batches, _ = read_batches(log)
+    # Aborted data gone; the ABORT marker stays until a later pass; the COMMIT marker of a transaction whose data
+    # is still there stays; producer 6's last batch is kept empty (its sequence survives).
+    assert [(b.base_offset, b.records_count, b.is_control) for b in batches] == [
+        (1, 1, True), (2, 1, False), (3, 1, True), (4, 0, False), (5, 1, False),
+    ]
+    assert read_committed_records(log) == [(2, b"k", b"b"), (5, b"j", b"d")]
+    log.close()
+    log = open_log(tmp_path, clock)
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_records([SimpleRecord(b"e", b"j")], producer_id=6, producer_epoch=0, base_sequence=5)
+    log.append_records([SimpleRecord(b"e", b"j")], producer_id=6, producer_epoch=0, base_sequence=1)
+    log.close()
+
+
+def test_empty_batch_is_kafkas_empty_header(tmp_path: Path) -> None:
+    raw = build_batch(
+        [SimpleRecord(b"v", b"k", T0), SimpleRecord(b"w", b"k", T0 + 5)],
+        base_offset=40, producer_id=9, producer_epoch=2, base_sequence=7, partition_leader_epoch=3,
+    )
+    empty = DefaultRecordBatch(empty_batch(DefaultRecordBatch(raw)))
+    empty.ensure_valid()
+    assert (empty.size_in_bytes, empty.records_count, empty.base_offset, empty.last_offset) == (61, 0, 40, 41)
+    assert (empty.producer_id, empty.producer_epoch, empty.base_sequence, empty.partition_leader_epoch) == (9, 2, 7, 3)
+    assert (empty.base_timestamp, empty.max_timestamp, empty.records()) == (-1, T0 + 5, [])
+
+
+def test_active_segment_open_transactions_and_min_compaction_lag_are_never_cleaned(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    config = LogConfig(cleanup_policy=("compact",), min_compaction_lag_ms=10_000, file_delete_delay_ms=0)
+    log = open_log(tmp_path, clock, config)
+    cleaner = cleaner_for(tmp_path, log, clock)
+    fill(log, 10, keys=1)
+    assert cleaner.clean_log(tmp_path, log) is None  # all in the active segment
+    log.roll()
+    assert cleaner.clean_log(tmp_path, log) is None  # younger than min.compaction.lag.ms
+    clock.advance(10_001)
+    log.append_records([SimpleRecord(b"t", b"k0")], producer_id=3, producer_epoch=0, base_sequence=0, is_transactional=True)
+    fill(log, 3, keys=1)
+    log.roll()
+    result = cleaner.clean_log(tmp_path, log)
+    assert result is not None and result.end_offset == 10  # the open transaction at 10 bounds the range
+    assert [o for o, _, _ in records(log)] == [9, 10, 11, 12, 13]
+    log.close()
+
+
+def test_a_full_offset_map_cleans_up_to_the_last_offset_it_covers(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    for i in range(40):
+        log.append_records([SimpleRecord(b"v", b"key-%d" % (i % 20))])
+    log.roll()
+    # 10 slots x 0.5: five keys a pass.
+    cleaner = cleaner_for(tmp_path, log, clock, log_cleaner_dedupe_buffer_size=240, log_cleaner_io_buffer_load_factor=0.5)
+    ends = []
+    for _ in range(5):
+        result = cleaner.clean_log(tmp_path, log)
+        assert result is not None and result.end_offset is not None
+        ends.append(result.end_offset)
+    assert ends == [5, 10, 15, 20, 25]
+    assert CleanerCheckpoints(tmp_path).read() == {log.topic_partition: 25}
+    # Only the fifth pass maps keys (key-0..4 at 20..24) whose older records lie below it.
+    assert [o for o, _, _ in records(log)] == list(range(5, 40))
+    log.close()
+
+
+# -- manager, job, metrics -------------------------------------------------------------------------------------------
+
+
+def test_the_log_cleaner_job_cleans_every_dirty_log_and_reports(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    broker = BrokerConfig.from_properties(
+        {"log.dirs": str(tmp_path / "d"), "log.cleaner.dedupe.buffer.size": "65536", "log.segment.bytes": "1000"}
+    )
+    manager = LogManager(
+        broker, clock=clock, scheduler=ManualScheduler(clock), topic_overrides={"c": {"cleanup.policy": "compact"}}
+    )
+    manager.startup()
+    try:
+        assert JOB_LOG_CLEANER in manager.scheduler.jobs()
+        compacted, plain = manager.get_or_create_log("c", 0), manager.get_or_create_log("p", 0)
+        fill(compacted, 50)
+        fill(plain, 50)
+        compacted.roll()
+        plain.roll()
+        report = manager.run_job_now(JOB_LOG_CLEANER)
+        assert report is not None
+        assert [r.to_json()["partition"] for r in report.logs] == ["c-0"]
+        entry = report.to_json()["logs"][0]
+        assert entry["recordsRemoved"] == 45 and entry["dirtyRatioBefore"] == 1.0 and entry["dirtyRatioAfter"] == 0.0
+        assert entry["bytesWritten"] < entry["bytesRead"]
+        metrics = manager.status()["cleaner"]
+        assert set(metrics) >= {"max-dirty-percent", "cleaner-recopy-percent", "max-clean-time-secs", "time-since-last-run-ms"}
+        assert 0 < metrics["cleaner-recopy-percent"] < 100
+        manager.delete_log(compacted.topic_partition)
+        assert CleanerCheckpoints(tmp_path / "d").read() == {}
+    finally:
+        manager.shutdown()
+
+
+def test_no_cleaner_job_when_disabled(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    broker = BrokerConfig.from_properties({"log.dirs": str(tmp_path / "d"), "log.cleaner.enable": "false"})
+    manager = LogManager(broker, clock=clock, scheduler=ManualScheduler(clock))
+    manager.startup()
+    try:
+        assert JOB_LOG_CLEANER not in manager.scheduler.jobs()
+    finally:
+        manager.shutdown()
+
+
+def test_a_paused_partition_is_not_cleaned(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    fill(log, 20)
+    log.roll()
+    cleaner = cleaner_for(tmp_path, log, clock)
+    cleaner.abort_and_pause(log.topic_partition)
+    assert cleaner.run_pass().logs == []
+    cleaner.resume(log.topic_partition)
+    assert [r.error for r in cleaner.run_pass().logs] == [None]
+    log.close()
+
+
+# -- logmgr compact ----------------------------------------------------------------------------------------------------
+
+
+def test_compact_dry_run_changes_no_byte_and_the_real_run_does_what_it_said(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    root = tmp_path / "logs"
+    log = load_log(root / "t-0", COMPACT, clock=clock)
+    fill(log, 80)
+    log.append_records([SimpleRecord(None, b"k1")])
+    log.roll()
+    log.close()
+    before = read_tree(root)
+    flags = ["--topic-config", "t:cleanup.policy=compact", "--topic-config", "t:segment.bytes=1000"]
+    dry = CliRunner().invoke(compact, [str(root), "--dry-run", *flags])
+    assert dry.exit_code == 0, dry.output
+    assert read_tree(root) == before
+    assert "dirty ratio 1.000" in dry.output and "reclaimed" in dry.output
+    real = CliRunner().invoke(compact, [str(root), "--json", *flags])
+    assert real.exit_code == 0, real.output
+    log = load_log(root / "t-0", COMPACT, clock=clock, had_clean_shutdown=True)
+    assert [(o, k) for o, k, _ in records(log)] == [(75, b"k0"), (77, b"k2"), (78, b"k3"), (79, b"k4"), (80, b"k1")]
+    assert records(log)[-1][2] is None
+    assert CleanerCheckpoints(root).read() == {log.topic_partition: 81}
+    log.close()
+    assert verify_paths([root / "t-0"]).ok
+
+
+def test_real_consumer_offsets_compact_to_the_latest_record_per_key(tmp_path: Path) -> None:
+    source = require_fixtures(KAFKA_REAL) / "kraft-3.7-clean-transactions" / "kafka-data"
+    partitions = sorted(p for p in source.iterdir() if p.name.startswith("__consumer_offsets-"))
+    clock = ManualClock(T0)
+    config = LogConfig(cleanup_policy=("compact",), file_delete_delay_ms=0)
+    checked = 0
+    for partition in partitions:
+        if not any(partition.glob("*.log")) or all(p.stat().st_size == 0 for p in partition.glob("*.log")):
+            continue
+        target = tmp_path / partition.name
+        shutil.copytree(partition, target)
+        log = load_log(target, config, clock=clock)
+        before = records(log)
+        latest = {k: (o, v) for o, k, v in before}
+        log.roll()
+        cleaner_for(tmp_path, log, clock).clean_log(tmp_path, log)
+        after = records(log)
+        assert {k: (o, v) for o, k, v in after} == latest
+        assert len({k for _, k, _ in after}) == len(after)
+        committed = read_committed_records(log)
+        assert set(committed) <= set(after) and committed == sorted(committed)
+        log.close()
+        assert verify_paths([target]).ok
+        checked += 1
+    assert checked, "no __consumer_offsets partition with data in the fixture"
+
+
+def test_isolation_log_end_reads_across_offset_gaps(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    fill(log, 30, keys=3)
+    log.roll()
+    cleaner_for(tmp_path, log, clock).clean_log(tmp_path, log)
+    # Reading from a removed offset serves the next retained batch (Kafka's fetch rule).
+    fetch = log.read(3, 1 << 20, isolation=Isolation.READ_COMMITTED)
+    assert [b.base_offset for b in fetch.batches()][:1] == [27]
+    log.close()
+
+
+def test_bug_an_open_transaction_never_supersedes_committed_records(tmp_path: Path) -> None:
+    # Kafka maps every record of the segment holding the last stable offset: the open transaction's record at 2
+    # entered the map and removed the committed value at 1, which the abort then could not bring back.
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    cleaner = cleaner_for(tmp_path, log, clock)
+    log.append_records([SimpleRecord(b"old", b"k")])
+    log.roll()
+    log.append_records([SimpleRecord(b"committed", b"k")])
+    log.append_records([SimpleRecord(b"open", b"k")], producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.roll()
+    cleaner.clean_log(tmp_path, log)
+    log.append_end_txn_marker(7, 0, ControlRecordType.ABORT, 0)
+    assert read_committed_records(log) == [(1, b"k", b"committed")]
+    log.close()
+
+
+def test_cleaning_races_appends_and_retention_without_losing_the_latest_values(tmp_path: Path) -> None:
+    import threading
+
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock, LogConfig(cleanup_policy=("compact",), segment_bytes=600, file_delete_delay_ms=0))
+    cleaner = cleaner_for(tmp_path, log, clock)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def clean_forever() -> None:
+        try:
+            while not stop.is_set():
+                for result in cleaner.run_pass(all_compacted=True).logs:
+                    assert result.error is None or result.error.startswith("aborted"), result.error
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    thread = threading.Thread(target=clean_forever)
+    thread.start()
+    try:
+        for round_ in range(6):
+            fill(log, 60, keys=7)
+            log.roll()
+            # Retention and the log-start-offset rule delete segments under the cleaner's feet.
+            log.delete_records_before(max(log.log_start_offset, log.log_end_offset - 100 - round_))
+            log.delete_old_segments()
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors
+    end = log.log_end_offset
+    present = {o: (k, v) for o, k, v in records(log)}
+    for offset in range(end - 7, end):
+        assert present.get(offset) == (b"k%d" % (offset % 7), b"v%d" % offset)
+    log._check()
+    log.close()
+
+
+def test_spark_scan_reads_a_compacted_log_with_gaps_empty_batches_and_removed_markers(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow", reason="pyarrow not installed (pip install -e '.[spark]')")
+    pytest.importorskip("numpy", reason="numpy not installed (pip install -e '.[spark]')")
+    from logmgr.spark.options import parse_options
+    from logmgr.spark.scan import plan_scan, read_slice
+
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    fill(log, 30, keys=3)
+    log.append_records([SimpleRecord(b"a", b"x")], producer_id=4, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(4, 0, ControlRecordType.ABORT, 0)
+    log.append_records([SimpleRecord(b"p", b"y")], producer_id=5, producer_epoch=0, base_sequence=0)
+    log.append_records([SimpleRecord(b"q", b"y")])
+    log.roll()
+    cleaner_for(tmp_path, log, clock).clean_log(tmp_path, log)
+    expected = [o for o, _, _ in records(log)]
+    assert expected == [27, 28, 29, 33]
+    log.close()
+    for isolation in ("read_uncommitted", "read_committed"):
+        options = parse_options({"path": str(tmp_path), "kafka.isolation.level": isolation})
+        found: list[int] = []
+        for piece in plan_scan(options).slices:
+            for table in read_slice(piece, options.columns):
+                found.extend(table.column("offset").to_pylist())
+        assert found == expected, isolation
+
+
+def test_compact_plan_predicts_the_tree_the_real_run_leaves(tmp_path: Path) -> None:
+    from logmgr.cleaner.offline import plan_compact
+    from logmgr.offline.plan import DERIVED, apply_plan
+    from logmgr.offline.scan import scan_log_dir
+    from logmgr.topic_configs import load_resolver
+
+    clock = ManualClock(T0)
+    root = tmp_path / "logs"
+    log = load_log(root / "t-0", COMPACT, clock=clock)
+    fill(log, 70)
+    log.append_records([SimpleRecord(b"a", b"z")], producer_id=4, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(4, 0, ControlRecordType.ABORT, 0)
+    log.roll()
+    log.close()
+    resolver = load_resolver(
+        [root], server_properties=None, topic_config_flags=["t:cleanup.policy=compact", "t:segment.bytes=1000"],
+        topic_configs_files=[],
+    )
+    before = read_tree(root)
+    plan = plan_compact(scan_log_dir(root), resolver.resolve, resolver.broker(), T0)
+    assert read_tree(root) == before
+    apply_plan(plan)
+    after = read_tree(root)
+    predicted = plan.predict(before)
+    derived = {path.removesuffix("?") for path, content in predicted.items() if content == DERIVED}
+    assert {p: c for p, c in after.items() if p not in derived} == {
+        p: c for p, c in predicted.items() if p.removesuffix("?") not in derived
+    }
+    assert {p for p, c in predicted.items() if c == DERIVED and not p.endswith("?")} <= set(after)
+    (action,) = [a for p in plan.partitions for a in p.actions]
+    assert action.bytes_after == sum(len(c) for p, c in after.items() if p.startswith("t-0/") and p.endswith(".log"))
+
+
+def test_cleaner_threads_share_the_dedupe_buffer_and_never_a_map(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    logs = [load_log(tmp_path / f"t-{p}", COMPACT, clock=clock) for p in range(4)]
+    for log in logs:
+        fill(log, 40)
+        log.roll()
+    cleaner = LogCleaner(BrokerConfig(log_cleaner_threads=2, log_cleaner_dedupe_buffer_size=4800), lambda: {tmp_path: logs}, clock)
+    report = cleaner.run_pass()
+    assert sorted(r.to_json()["partition"] for r in report.logs) == [f"t-{p}" for p in range(4)]
+    assert all(r.error is None and r.end_offset == 40 for r in report.logs)
+    assert [m.slots for m in cleaner._maps] == [100, 100]
+    for log in logs:
+        assert [o for o, _, _ in records(log)] == [35, 36, 37, 38, 39]
+        log.close()
