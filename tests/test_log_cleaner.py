@@ -4,8 +4,11 @@ transactions, producer state), the cleanable range, the checkpoint, the LogManag
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -27,7 +30,7 @@ from logmgr.offline.plan import read_tree
 from logmgr.scheduler import ManualScheduler
 from logmgr.verify import verify_paths
 from segments.records import ControlRecordType, DefaultRecordBatch, SimpleRecord, build_batch
-from tests.conftest import KAFKA_REAL, require_fixtures
+from tests.conftest import CLIENTS_GENERATED, KAFKA_REAL, require_fixtures
 from tests.test_log_cleaner_model import read_batches, read_committed_records
 
 T0 = 1_700_000_000_000
@@ -338,6 +341,68 @@ def test_real_consumer_offsets_compact_to_the_latest_record_per_key(tmp_path: Pa
         assert verify_paths([target]).ok
         checked += 1
     assert checked, "no __consumer_offsets partition with data in the fixture"
+
+
+@pytest.mark.parametrize(
+    "folder",
+    ["none-0", "gzip-0", "snappy-0", "lz4-0", "zstd-aiokafka-0", "idempotent-0", "transactions-0", "log-append-time-0"],
+)
+def test_segments_kafka_wrote_compact_to_what_kafkas_reader_expects(tmp_path: Path, folder: str) -> None:
+    """Segments written and read back by Kafka's own record classes (every codec, idempotent and transactional
+    producers, LogAppendTime), compacted: what remains is, per key, the last record Kafka's reader reported
+    (expected.jsonl), aborted and keyless records gone, with its offset, timestamp and type, headers and producer
+    fields unchanged; the cleaned log verifies."""
+    source = require_fixtures(CLIENTS_GENERATED) / folder
+    expected = [json.loads(line) for line in (source / "expected.jsonl").read_text().splitlines()]
+    aborted_file = source / "aborted_transactions.json"
+    aborted = set(json.loads(aborted_file.read_text())["abortedDataOffsets"]) if aborted_file.exists() else set()
+    latest: dict[str, dict[str, Any]] = {}
+    for record in expected:
+        if not record["isControl"] and record["key"] is not None and record["offset"] not in aborted:
+            latest[record["key"]] = record
+    model = sorted(latest.values(), key=lambda r: r["offset"])
+    target = tmp_path / "t-0"
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.json*"))
+    clock = ManualClock(T0)
+    log = load_log(target, LogConfig(cleanup_policy=("compact",), file_delete_delay_ms=0), clock=clock)
+    log.roll()
+    result = cleaner_for(tmp_path, log, clock).clean_log(tmp_path, log)
+    assert result is not None and result.error is None
+    batches, _ = read_batches(log)
+    kept = [(batch, record) for batch in batches if not batch.is_control for record in batch.records()]
+
+    def b64(data: bytes | None) -> str | None:
+        return None if data is None else base64.b64encode(data).decode()
+
+    assert [
+        (
+            r.offset,
+            b64(r.key),
+            b64(r.value),
+            [[h.key, b64(h.value)] for h in r.headers],
+            r.timestamp,
+            b.timestamp_type.label,
+            b.producer_id,
+            b.producer_epoch,
+            b.is_transactional,
+        )
+        for b, r in kept
+    ] == [
+        (
+            m["offset"],
+            m["key"],
+            m["value"],
+            m["headers"],
+            m["timestamp"],
+            m["timestampType"],
+            m["producerId"],
+            m["producerEpoch"],
+            m["isTransactional"],
+        )
+        for m in model
+    ]
+    log.close()
+    assert verify_paths([target]).ok
 
 
 def test_isolation_log_end_reads_across_offset_gaps(tmp_path: Path) -> None:
