@@ -29,10 +29,11 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from checkpoints import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
+from logmgr.cleaner.log_cleaner import LogCleaner
 from logmgr.clock import ManualClock
-from logmgr.config import LogConfig
+from logmgr.config import BrokerConfig, LogConfig
 from logmgr.errors import ConfigError, OffsetOutOfRangeError
-from logmgr.log import Log
+from logmgr.log import Isolation, Log
 from logmgr.log_loader import load_log
 from logmgr.spark.options import parse_options
 from logmgr.spark.stream import (
@@ -264,6 +265,61 @@ def test_every_offset_range_is_covered_exactly(tmp_path: Path, isolation: str) -
         got = read_range(reader, {"t": {"0": start}}, {"t": {"0": end}})
         assert got == [("t", 0, o) for o in range(start, end) if o not in hidden], (start, end)
     log.close()
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_a_compacted_log_streams_its_retained_offsets_across_gaps(
+    tmp_path: Path, isolation: str
+) -> None:
+    """After the log cleaner removed superseded records and aborted data (the markers stay: each is its producer's
+    last batch, which Kafka's cleaner keeps), every ``[start, end)`` range and capped micro-batches deliver exactly
+    the retained offsets, once each."""
+    clock = ManualClock(T0)
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300, cleanup_policy="compact", delete_retention_ms=0)
+    for i in range(12):
+        log.append_records([SimpleRecord(b"v%d" % i, b"k%d" % (i % 3))])
+    for pid, marker in ((7, ControlRecordType.ABORT), (8, ControlRecordType.COMMIT)):
+        log.append_records([SimpleRecord(b"t%d" % pid, b"txn%d" % pid)], producer_id=pid, producer_epoch=0,
+                           base_sequence=0, is_transactional=True)
+        log.append_end_txn_marker(pid, 0, marker, 0)
+    log.append_records([SimpleRecord(b"last", b"k0")])
+    log.roll()
+    cleaner = LogCleaner(BrokerConfig(), lambda: {tmp_path: [log]}, clock)
+    for _ in range(2):  # the second pass removes what the first one's delete horizon made due
+        clock.advance(1)
+        cleaner.clean_log(tmp_path, log)
+    retained = sorted(
+        r.offset
+        for b in read_log_batches(log)
+        if not b.is_control
+        for r in b.records()
+    )
+    assert retained and len(retained) < log.log_end_offset - 4, "the cleaner left gaps"
+    assert 12 not in retained, "the aborted transaction's record was removed"
+    reader = stream_reader(tmp_path, isolationLevel=isolation, startingOffsets="earliest", maxOffsetsPerTrigger="2")
+    leo = log.log_end_offset
+    for start, end in itertools.combinations_with_replacement(range(leo + 1), 2):
+        got = read_range(reader, {"t": {"0": start}}, {"t": {"0": end}})
+        assert got == [("t", 0, o) for o in retained if start <= o < end], (start, end)
+    start, delivered = reader.initialOffset(), []
+    while (end := reader.latestOffset(start, reader.getDefaultReadLimit())) != start:
+        delivered.extend(read_range(reader, start, end))
+        start = end
+    assert delivered == [("t", 0, o) for o in retained]
+    log.close()
+
+
+def read_log_batches(log: Log) -> list[Any]:
+    """Every batch of ``log`` from its start, control batches included."""
+    batches: list[Any] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        fetched = log.read(offset, 1 << 20, isolation=Isolation.LOG_END).batches()
+        if not fetched:
+            break
+        batches.extend(fetched)
+        offset = fetched[-1].last_offset + 1
+    return batches
 
 
 def test_max_offsets_per_trigger_splits_fairly_into_micro_batches(
