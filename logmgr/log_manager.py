@@ -483,6 +483,25 @@ class LogManager:
             log.ensure_partition_metadata()
             return log
 
+    def truncate_to(self, tp: TopicPartition, offset: int) -> bool:
+        """Kafka's ``LogManager.truncateTo`` for one log (a follower cutting its divergent tail): cleaning of it is
+        paused meanwhile and its cleaner checkpoint comes down to the new active segment. Returns whether anything
+        was removed. O(segments + replay)."""
+        with self._lock:
+            for log_dir in self._dirs.values():
+                log = log_dir.logs.get(tp)
+                if log is None:
+                    continue
+                self.cleaner.abort_and_pause(tp)
+                try:
+                    truncated = log.truncate_to(offset)
+                    if truncated:
+                        self.cleaner.truncate_checkpoint(log_dir.path, tp, log.active_segment.base_offset)
+                finally:
+                    self.cleaner.resume(tp)
+                return truncated
+        raise LogmgrError(f"no log for {tp}")
+
     def delete_log(self, tp: TopicPartition) -> Path:
         """Close the log, rename its dir to the ``-delete`` form and remove it after ``file.delete.delay.ms``.
         O(segments)."""

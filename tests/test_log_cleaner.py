@@ -265,6 +265,30 @@ def test_the_log_cleaner_job_cleans_every_dirty_log_and_reports(tmp_path: Path) 
         manager.shutdown()
 
 
+def test_truncation_pauses_cleaning_and_lowers_the_cleaner_checkpoint(tmp_path: Path) -> None:
+    """Kafka's truncateTo + maybeTruncateCheckpoint: the checkpoint never stays above what a truncation rewrote."""
+    clock = ManualClock(T0)
+    broker = BrokerConfig.from_properties({"log.dirs": str(tmp_path / "d"), "log.segment.bytes": "1000"})
+    manager = LogManager(
+        broker, clock=clock, scheduler=ManualScheduler(clock), topic_overrides={"c": {"cleanup.policy": "compact"}}
+    )
+    manager.startup()
+    try:
+        log = manager.get_or_create_log("c", 0)
+        fill(log, 80)
+        log.roll()
+        manager.run_job_now(JOB_LOG_CLEANER)
+        tp = log.topic_partition
+        assert CleanerCheckpoints(tmp_path / "d").read() == {tp: 80}
+        assert manager.truncate_to(tp, 78)
+        assert log.log_end_offset == 78
+        assert CleanerCheckpoints(tmp_path / "d").read() == {tp: log.active_segment.base_offset}
+        assert manager.cleaner.manager.state(tp) is None, "cleaning resumed after the truncation"
+        assert not manager.truncate_to(tp, 100)
+    finally:
+        manager.shutdown()
+
+
 def test_no_cleaner_job_when_disabled(tmp_path: Path) -> None:
     clock = ManualClock(T0)
     broker = BrokerConfig.from_properties({"log.dirs": str(tmp_path / "d"), "log.cleaner.enable": "false"})

@@ -365,6 +365,15 @@ class LogCleaner:
         if tp in checkpoints.read():
             checkpoints.update({}, remove=(tp,))
 
+    def truncate_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int) -> None:
+        """Kafka's ``maybeTruncateCheckpoint``: after ``tp``'s log was truncated, a checkpoint above ``offset`` (the
+        base of its active segment) comes down to it, so the next pass re-reads what may have been rewritten.
+        O(entries)."""
+        checkpoints = CleanerCheckpoints(log_dir)
+        current = checkpoints.read().get(tp)
+        if current is not None and current > offset:
+            checkpoints.update({tp: offset})
+
     # -- metrics ------------------------------------------------------------------------------------------------------
 
     def metrics(self) -> dict[str, float]:
