@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Literal, Self
 
 import cramjam
@@ -295,7 +295,7 @@ def _gzip_decompress(raw: bytes, sink: _Sink) -> Iterator[bytes]:
             return
 
 
-def _inflate_member(raw: bytes, member: int, body: int, sink: _Sink) -> Iterator[bytes]:
+def _inflate_member(raw: bytes, member: int, body: int, sink: _Sink) -> Generator[bytes, None, int]:
     """Inflate the member whose deflate data starts at ``body``, yielding pieces of at most :data:`CHUNK_SIZE`
     bytes; return the position after its trailer."""
     inflater = zlib.decompressobj(-zlib.MAX_WBITS)
