@@ -361,7 +361,7 @@ class Log:
                         f"{self.config.max_message_bytes}"
                     )
                 batch.ensure_valid()
-                batch.validate_record_framing()
+                batch.validate_record_framing(DecodeLimits.for_max_message_bytes(self.config.max_message_bytes))
                 batches.append(batch)
                 position = found.end_position
         except CorruptRecordError as err:

@@ -546,45 +546,46 @@ class DefaultRecordBatch(RecordBatch):
         except CorruptRecordError as err:
             raise _located_in_region(err) from None
 
-    def validate_record_framing(self) -> None:
+    def validate_record_framing(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS) -> None:
         """Check that the records region (decompressed if needed) holds exactly ``records_count`` length-prefixed
         records and nothing else, without decoding their fields: what an append must prove before the batch is
-        written. O(size) for decompression, O(records) otherwise. Raises :class:`CorruptRecordError`."""
+        written. O(size) time, O(largest record) memory. Raises :class:`CorruptRecordError`."""
+        for _ in self.record_slices(limits, max_slice_records=_INT32_MAX, max_slice_bytes=_FRAMING_SLICE_BYTES):
+            pass
+
+    def record_slices(
+        self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS, *, max_slice_records: int, max_slice_bytes: int
+    ) -> Iterator[tuple[bytes, int]]:
+        """The (decompressed) records region cut at record boundaries: ``(bytes, record count)`` slices of at
+        most ``max_slice_records`` records, each ending at the first record boundary at or past
+        ``max_slice_bytes``. Records are framed by their lengths only (fields are not decoded) and checked
+        against ``limits``; the CRC is not checked. O(size) time, O(slice + largest record) memory. Errors are
+        located as in :meth:`records`."""
         if self._records_count < 0:
             raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
         compressed = self.compression is not CompressionType.NONE
-        region = self.decompressed_records_region()
-        end = len(region)
-        pos = 0
+        if not compressed and self.size_in_bytes > limits.max_batch_bytes:
+            raise RecordTooLargeError(
+                f"batch of {self.size_in_bytes} bytes exceeds the limit of {limits.max_batch_bytes}", position=8
+            )
+        slices = iter_record_slices(
+            self._region_pieces(limits.max_batch_bytes),
+            self._records_count,
+            max_record_bytes=limits.max_record_bytes,
+            max_slice_records=max_slice_records,
+            max_slice_bytes=max_slice_bytes,
+        )
         try:
-            for _ in range(self._records_count):
-                # Record lengths are one or two varint bytes almost always; those are decoded inline because
-                # this loop runs for every record of every append.
-                first = region[pos]
-                if first < 0x80:
-                    body_size, body_start = (first >> 1) ^ -(first & 1), pos + 1
-                elif pos + 1 < end and region[pos + 1] < 0x80:
-                    raw = (first & 0x7F) | (region[pos + 1] << 7)
-                    body_size, body_start = (raw >> 1) ^ -(raw & 1), pos + 2
-                else:
-                    body_size, body_start = decode_varint(region, pos)
-                if body_size < 6 or body_start + body_size > end:
-                    raise CorruptRecordError(f"invalid record size {body_size}", position=pos)
-                pos = body_start + body_size
-        except IndexError:
-            where = RECORD_BATCH_OVERHEAD if compressed else RECORD_BATCH_OVERHEAD + pos
-            raise CorruptRecordError("records region ends inside a record length", position=where) from None
+            yield from slices
+        except _RegionError as failure:
+            raise failure.error from None
         except CorruptRecordError as err:
             if compressed:
-                raise CorruptRecordError(f"in decompressed records at offset {err.position}: {err.message}",
-                                         position=RECORD_BATCH_OVERHEAD) from None
+                raise type(err)(
+                    f"in decompressed records at offset {err.position}: {err.message}",
+                    position=RECORD_BATCH_OVERHEAD,
+                ) from None
             raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
-        if pos != end:
-            where = RECORD_BATCH_OVERHEAD if compressed else RECORD_BATCH_OVERHEAD + pos
-            raise CorruptRecordError(
-                f"incorrect declared batch size, {end - pos} bytes remain after {self._records_count} records",
-                position=where,
-            )
 
     def records(self) -> list[Record]:
         """Decode every record (decompressing first), without checking the CRC. O(size) time and memory.
@@ -726,6 +727,10 @@ def decode_records(
         )
     )
 
+
+# Slices validate_record_framing asks for: big enough that slicing costs nothing per record, small enough that
+# framing a decompressed batch holds little of it.
+_FRAMING_SLICE_BYTES = 1 << 20
 
 # The longest varint32: a record length never takes more bytes than this.
 _MAX_VARINT_BYTES = 5
@@ -879,6 +884,75 @@ def iter_decode_records(
         ) from None
     except CorruptRecordError as err:
         raise err.at(position_base=consumed) from None
+    left = end - pos + sum(len(piece) for piece in source)
+    if left:
+        raise CorruptRecordError(
+            f"incorrect declared batch size, {left} bytes remain after {count} records", position=consumed + pos
+        )
+
+
+def iter_record_slices(
+    pieces: Iterable[bytes],
+    count: int,
+    *,
+    max_record_bytes: int,
+    max_slice_records: int,
+    max_slice_bytes: int,
+) -> Iterator[tuple[bytes, int]]:
+    """Frame ``count`` magic-2 records in the stream of ``pieces`` by their length varints alone and yield them
+    as ``(bytes, records)`` slices: a slice ends after ``max_slice_records`` records or at the first record
+    boundary at or past ``max_slice_bytes``. O(stream) time, O(slice + largest record + piece) memory.
+
+    A length below the 6-byte minimum body, a body running past the stream or bytes after the last record raise
+    :class:`CorruptRecordError`, a length above ``max_record_bytes`` :class:`RecordTooLargeError`; positions
+    are counted from the stream start.
+    """
+    source = iter(pieces)
+    region = b""
+    end = 0
+    pos = 0
+    consumed = 0  # stream position of region[0]
+    first = 0  # start of the slice being gathered, in region
+    records = 0
+    for _ in range(count):
+        start = pos
+        if end - pos < _MAX_VARINT_BYTES:
+            consumed += first
+            region = _gather(source, region, first, pos - first + _MAX_VARINT_BYTES)
+            pos -= first
+            start, first, end = pos, 0, len(region)
+        if pos >= end:
+            raise CorruptRecordError("buffer ends inside a varint", position=consumed + pos)
+        # Record lengths are one or two varint bytes almost always: the one-byte case is decoded inline because
+        # this loop runs for every record of every append.
+        b = region[pos]
+        if b < 0x80:
+            body_size = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            try:
+                body_size, pos = decode_varint(region, pos)
+            except CorruptRecordError as err:
+                raise err.at(position_base=consumed) from None
+        if body_size > max_record_bytes:
+            raise RecordTooLargeError(
+                f"record of {body_size} bytes exceeds the limit of {max_record_bytes}", position=consumed + start
+            )
+        body_end = pos + body_size
+        if body_end > end:
+            consumed += first
+            region = _gather(source, region, first, body_end - first)
+            pos, start, body_end = pos - first, start - first, body_end - first
+            first, end = 0, len(region)
+        if body_size < 6 or body_end > end:
+            raise CorruptRecordError(f"invalid record size {body_size}", position=consumed + start)
+        pos = body_end
+        records += 1
+        if records >= max_slice_records or pos - first >= max_slice_bytes:
+            yield region[first:pos], records
+            first, records = pos, 0
+    if records:
+        yield region[first:pos], records
     left = end - pos + sum(len(piece) for piece in source)
     if left:
         raise CorruptRecordError(
