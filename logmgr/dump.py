@@ -332,16 +332,25 @@ class _Reports:
     non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
 
+_MAX_LISTED_GAPS = 10_000
+"""Non-consecutive offset pairs listed per file; a hostile batch can hold tens of millions of them, so the rest
+are only counted (Kafka's tool keeps them all)."""
+
+
 @dataclass
 class _OffsetGaps:
     """Kafka's deep-iteration check: each record offset should follow the previous one by exactly 1."""
 
     previous: int | None = None
     gaps: list[tuple[int, int]] = field(default_factory=list)
+    unlisted: int = 0
 
     def see(self, offset: int) -> None:
         if self.previous is not None and offset != self.previous + 1:
-            self.gaps.append((self.previous, offset))
+            if len(self.gaps) < _MAX_LISTED_GAPS:
+                self.gaps.append((self.previous, offset))
+            else:
+                self.unlisted += 1
         self.previous = offset
 
 
@@ -452,6 +461,11 @@ class _Dumper:
                 yield from self._batch_lines(path, found, gaps)
                 valid_bytes = found.end_position
         _add(self._reports.non_consecutive, path, gaps.gaps)
+        if gaps.unlisted:
+            yield self._line(
+                f"{gaps.unlisted} more non-consecutive offsets in {path} are not listed",
+                {"type": "nonConsecutiveOffsetsNotListed", "path": path, "count": gaps.unlisted},
+            )
         trailing = size - valid_bytes
         # Under a --max-bytes limit the cut-off batch is expected, so Kafka reports nothing.
         if trailing > 0 and self._opts.max_bytes == MAX_BYTES_UNLIMITED:
