@@ -737,8 +737,11 @@ _MAX_VARINT_BYTES = 5
 
 
 def _gather(pieces: Iterator[bytes], buffer: bytes, position: int, need: int) -> bytes:
-    """``buffer[position:]`` extended with pieces until it holds ``need`` bytes or the pieces run out. O(need)."""
-    parts = [buffer[position:]]
+    """``buffer[position:]`` extended with pieces until it holds ``need`` bytes or the pieces run out. O(need).
+
+    A lone piece is returned as it is (``join`` copies only when there are several): an uncompressed region is
+    not copied again."""
+    parts = [buffer[position:]] if position < len(buffer) else []
     have = len(buffer) - position
     while have < need:
         piece = next(pieces, None)
