@@ -3,7 +3,7 @@
 Each hostile log dir holds one partition ``hostile-0`` whose only segment holds one batch with a valid CRC:
 
 * ``huge-value``: one record whose value is ``--value-mib`` MiB of zeros (240 by default: 8 KB on disk with zstd);
-* ``empty-records``: ``--records`` empty records (7 bytes each decompressed; 20 million by default, ~15 KB
+* ``empty-records``: ``--records`` empty records (7 bytes each decompressed; 10 million by default, ~7 KB
   with zstd);
 * ``legacy-many`` (gzip, snappy, lz4): a magic-1 wrapper of ``--legacy-messages`` messages with null values;
 * ``legacy-nested`` (gzip, snappy, lz4): magic-1 wrappers nested 30 deep.
@@ -181,7 +181,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--value-mib", type=int, default=240)
-    parser.add_argument("--records", type=int, default=20_000_000)
+    parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--legacy-messages", type=int, default=5_000_000)
     parser.add_argument("--only", default="huge-value,empty-records,legacy-many,legacy-nested")
     parser.add_argument("--codecs", default="none,gzip,snappy,lz4,zstd")
