@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from cli.read_cmd import decode_limit_options
 from logmgr.dump import (
     DEFAULT_MAX_MESSAGE_SIZE,
     MAX_BYTES_UNLIMITED,
@@ -18,6 +19,7 @@ from logmgr.dump import (
     RecordDecoder,
     dump_files,
 )
+from segments.records import DecodeLimits
 
 _CHUNK_LINES = 512
 _JSON = json.JSONEncoder(separators=(",", ":"))
@@ -157,6 +159,13 @@ def _files(file_lists: tuple[str, ...], files: tuple[Path, ...]) -> list[str | P
     "error.",
 )
 @click.option(
+    "--max-value-bytes",
+    type=click.IntRange(min=0),
+    help="Print at most this many bytes of each key and payload; a longer one is cut and marked with its whole "
+    "size ('...[truncated from N bytes]', or keyTruncatedFrom/valueTruncatedFrom in --json).",
+)
+@decode_limit_options
+@click.option(
     "--key-decoder-class",
     is_flag=False,
     flag_value=STRING_DECODER,
@@ -193,6 +202,9 @@ def dump(
     verify_index_only: bool,
     max_bytes: int,
     max_message_size: int,
+    max_value_bytes: int | None,
+    max_record_bytes: int,
+    max_batch_bytes: int,
     key_decoder_class: str | None,
     value_decoder_class: str | None,
     **decoder_flags: bool,
@@ -235,6 +247,8 @@ def dump(
         verify_index_only=verify_index_only,
         max_bytes=max_bytes,
         max_message_size=max_message_size,
+        limits=DecodeLimits(max_record_bytes, max_batch_bytes),
+        max_value_bytes=max_value_bytes,
     )
     _print(dump_files(_files(file_lists, files), options))
 

@@ -1,13 +1,20 @@
-"""``logmgr read``: records of one partition as JSON lines, read-only (no lock, no file created or changed)."""
+"""``logmgr read``: records of one partition as JSON lines, read-only (no lock, no file created or changed).
+
+Every batch is decoded as a consumer with ``check.crcs=true`` decodes it: its CRC is checked first, and records
+are streamed out of it one at a time within :class:`~segments.records.DecodeLimits`, so a corrupt batch is never
+printed and a hostile one cannot exhaust memory.
+"""
 
 from __future__ import annotations
 
 import base64
 import bisect
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -15,9 +22,20 @@ from checkpoints import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from cli.common import Failure, one_line_errors, topic_partition_argument
 from logmgr.errors import OffsetOutOfRangeError
 from logmgr.log_dirs import readonly_segments
+from segments.errors import StorageFormatError
+from segments.file_records import FileBatch
 from segments.log_segment import LogSegment
 from segments.naming import TopicPartition
-from segments.records import ControlRecordType, Record, RecordBatch
+from segments.records import (
+    DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_RECORD_BYTES,
+    ControlRecordType,
+    DecodeLimits,
+    Record,
+    RecordBatch,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def parse_time(text: str) -> int:
@@ -32,7 +50,68 @@ def parse_time(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _walk(segments: list[LogSegment], from_offset: int) -> Iterator[RecordBatch]:
+def decode_limit_options(func: F) -> F:
+    """The ``--max-record-bytes`` / ``--max-batch-bytes`` options (read into ``max_record_bytes`` and
+    ``max_batch_bytes``) of every command that decodes records."""
+    func = click.option(
+        "--max-batch-bytes",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_BATCH_BYTES,
+        show_default=True,
+        help="Refuse (as corrupt) a batch whose records take more bytes than this once decompressed.",
+    )(func)
+    return click.option(
+        "--max-record-bytes",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_RECORD_BYTES,
+        show_default=True,
+        help="Refuse (as corrupt) a record larger than this; raise it to at least the topic's max.message.bytes "
+        "when that is larger.",
+    )(func)
+
+
+class CorruptBatches:
+    """What a reader does with a batch that fails its CRC or cannot be decoded: stop with the error (exit 1),
+    or with ``skip`` say so on stderr, count it and go on."""
+
+    def __init__(self, limits: DecodeLimits, *, skip: bool) -> None:
+        self.limits = limits
+        self.skip = skip
+        self.skipped = 0
+
+    def records(self, found: FileBatch) -> Iterator[Record]:
+        """The batch's records, CRC checked and streamed; nothing (or the records before the damage) when it is
+        skipped. O(size) time, O(largest record) memory."""
+        try:
+            yield from found.iter_records(self.limits)
+        except StorageFormatError as err:
+            if not self.skip:
+                raise
+            self.skipped += 1
+            click.echo(f"skipped a corrupt batch: {err}", err=True)
+
+
+class _Lines:
+    """Output lines written in chunks: one write (and flush) per 512 lines instead of one per record, which was
+    most of the cost of printing a batch of millions of small records."""
+
+    _CHUNK = 512
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []
+
+    def add(self, line: str) -> None:
+        self._pending.append(line)
+        if len(self._pending) >= self._CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            click.echo("\n".join(self._pending))
+            self._pending.clear()
+
+
+def _walk(segments: list[LogSegment], from_offset: int) -> Iterator[FileBatch]:
     """Batches holding offsets ``>= from_offset``, in log order, starting at the offset index's entry."""
     bases = [s.base_offset for s in segments]
     first = max(0, bisect.bisect_right(bases, from_offset) - 1)
@@ -40,20 +119,27 @@ def _walk(segments: list[LogSegment], from_offset: int) -> Iterator[RecordBatch]
         start = segment.offset_index.lookup(from_offset).position if i == 0 else 0
         for found in segment.batches(start):
             if found.batch.last_offset >= from_offset:
-                yield found.batch
+                yield found
 
 
-def transaction_outcomes(batches: Iterator[RecordBatch]) -> tuple[dict[int, list[tuple[int, bool]]], int | None]:
+def transaction_outcomes(
+    batches: Iterator[FileBatch], corrupt: CorruptBatches
+) -> tuple[dict[int, list[tuple[int, bool]]], int | None]:
     """Per producer, its end-transaction markers as ``(offset, aborted)`` in offset order, and the first offset of
-    the earliest transaction left open (no marker after it), None when all are decided. O(batches)."""
+    the earliest transaction left open (no marker after it), None when all are decided. A control batch is
+    decoded through ``corrupt`` (CRC checked). O(batches)."""
     markers: dict[int, list[tuple[int, bool]]] = {}
     open_first: dict[int, int] = {}
-    for batch in batches:
+    for found in batches:
+        batch = found.batch
         if not batch.is_transactional:
             continue
         pid = batch.producer_id
         if batch.is_control:
-            kind = ControlRecordType.parse(batch.records()[0].key)
+            first = next(corrupt.records(found), None)
+            if first is None:
+                continue
+            kind = ControlRecordType.parse(first.key)
             if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
                 markers.setdefault(pid, []).append((batch.base_offset, kind is ControlRecordType.ABORT))
                 open_first.pop(pid, None)
@@ -69,22 +155,30 @@ def _aborted(batch: RecordBatch, markers: dict[int, list[tuple[int, bool]]]) -> 
     return i < len(ends) and ends[i][1]
 
 
-def _bytes_fields(name: str, data: bytes | None, decode: str) -> dict[str, str | None]:
+def _bytes_fields(name: str, data: bytes | None, decode: str, max_bytes: int | None) -> dict[str, object]:
     if data is None:
         return {name: None}
+    out: dict[str, object] = {}
+    if max_bytes is not None and len(data) > max_bytes:
+        # The marker gives the whole size, so a truncated line is never taken for the record.
+        out[f"{name}_truncated_from"] = len(data)
+        data = data[:max_bytes]
     if decode == "utf8":
         try:
-            return {name: data.decode("utf-8")}
+            return {name: data.decode("utf-8"), **out}
         except UnicodeDecodeError:
             pass
-    return {f"{name}_b64": base64.b64encode(data).decode("ascii")}
+    return {f"{name}_b64": base64.b64encode(data).decode("ascii"), **out}
 
 
-def record_json(tp: TopicPartition, batch: RecordBatch, record: Record, decode: str) -> dict[str, object]:
+def record_json(
+    tp: TopicPartition, batch: RecordBatch, record: Record, decode: str, max_value_bytes: int | None = None
+) -> dict[str, object]:
     """One output line: the ``append`` input shape plus topic, partition, offset and timestampType. O(size).
 
     Header values that are not UTF-8 (or all of them with ``base64``) go to ``headers_b64`` instead of
-    ``headers``.
+    ``headers``. A key or value longer than ``max_value_bytes`` is cut to that many bytes and marked with
+    ``key_truncated_from`` / ``value_truncated_from`` (its whole size).
     """
     out: dict[str, object] = {
         "topic": tp.topic,
@@ -93,8 +187,8 @@ def record_json(tp: TopicPartition, batch: RecordBatch, record: Record, decode: 
         "timestamp": record.timestamp,
         "timestampType": batch.timestamp_type.label,
     }
-    out.update(_bytes_fields("key", record.key, decode))
-    out.update(_bytes_fields("value", record.value, decode))
+    out.update(_bytes_fields("key", record.key, decode, max_value_bytes))
+    out.update(_bytes_fields("value", record.value, decode, max_value_bytes))
     headers = _utf8_headers(record) if decode == "utf8" else None
     if headers is not None:
         out["headers"] = headers
@@ -161,6 +255,19 @@ def log_end_offset(segments: list[LogSegment], log_start: int) -> int:
     show_default=True,
     help="utf8 prints key/value as text, falling back to key_b64/value_b64 for bytes that are not UTF-8.",
 )
+@click.option(
+    "--max-value-bytes",
+    type=click.IntRange(min=0),
+    help="Print at most this many bytes of each key and value; a longer one is cut and marked with "
+    "key_truncated_from/value_truncated_from (its whole size).",
+)
+@click.option(
+    "--skip-corrupt",
+    is_flag=True,
+    help="Skip a batch that fails its CRC or cannot be decoded (each one named on stderr, then counted) "
+    "instead of stopping there with exit 1.",
+)
+@decode_limit_options
 @one_line_errors
 def read(
     log_dir: Path,
@@ -171,6 +278,10 @@ def read(
     isolation_level: str | None,
     committed: bool,
     decode: str,
+    max_value_bytes: int | None,
+    skip_corrupt: bool,
+    max_record_bytes: int,
+    max_batch_bytes: int,
 ) -> None:
     """Print the records of a partition as JSON lines (topic, partition, offset, timestamp, timestampType, key,
     value, headers), the shape `logmgr append` reads. Control records are skipped. Read-only: segments are
@@ -179,7 +290,9 @@ def read(
     --committed are the same options' older names.
 
     A read that prints no record says why on stderr (exit 0); a start beyond the log end offset is Kafka's
-    OffsetOutOfRange (exit 1).
+    OffsetOutOfRange (exit 1). Every batch's CRC is checked before its records are printed, as a consumer with
+    check.crcs=true does: a batch that fails it, or a record or batch above --max-record-bytes/--max-batch-bytes,
+    stops the read with exit 1 naming the file and position (--skip-corrupt skips and counts them instead).
 
     \b
     Examples:
@@ -205,7 +318,11 @@ def read(
     # Offsets below the checkpointed log start are logically deleted even while their segment remains.
     checkpointed_start = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read().get(tp, 0)
     printed = 0
-    with readonly_segments(partition_dir) as segments:
+    corrupt = CorruptBatches(DecodeLimits(max_record_bytes, max_batch_bytes), skip=skip_corrupt)
+    lines = _Lines()
+    with readonly_segments(partition_dir) as segments, contextlib.ExitStack() as stack:
+        # Lines already decoded are printed before an error (a corrupt batch) is reported.
+        stack.callback(lines.flush)
         # As a log load does: the log starts no lower than its first segment.
         log_start = max(checkpointed_start, segments[0].base_offset) if segments else checkpointed_start
         end = log_end_offset(segments, log_start)
@@ -221,9 +338,10 @@ def read(
             # From the log's first batch on disk, not from ``start``: a transaction opened before ``start`` and
             # still open holds the last stable offset below it (Kafka's firstUnstableOffset, raised to the log
             # start), so read_committed has nothing to give there.
-            markers, open_first = transaction_outcomes(_walk(segments, 0))
+            markers, open_first = transaction_outcomes(_walk(segments, 0), corrupt)
             stable_end = None if open_first is None else max(open_first, log_start)
-        for batch in _walk(segments, start):
+        for found in _walk(segments, start):
+            batch = found.batch
             if max_records is not None and printed >= max_records:
                 break
             if stable_end is not None and batch.base_offset >= stable_end:
@@ -232,15 +350,17 @@ def read(
                 continue
             if read_committed and batch.is_transactional and _aborted(batch, markers):
                 continue
-            for record in batch.records():
+            for record in corrupt.records(found):
                 if record.offset < start or (min_time is not None and record.timestamp < min_time):
                     continue
                 # Kafka's offsetsForTimes: everything after the first matching record is read in order.
                 min_time = None
-                click.echo(json.dumps(record_json(tp, batch, record, decode)))
+                lines.add(json.dumps(record_json(tp, batch, record, decode, max_value_bytes)))
                 printed += 1
                 if max_records is not None and printed >= max_records:
                     break
+    if corrupt.skipped:
+        click.echo(f"skipped {corrupt.skipped} corrupt batch(es)", err=True)
     if printed == 0 and max_records != 0:
         # An empty stdout alone cannot tell "nothing there" from "wrong partition or offset".
         click.echo(_nothing_read(start, end, from_time, stable_end), err=True)

@@ -54,7 +54,7 @@ from checkpoints.partition_metadata import PARTITION_METADATA_FILE, parse_partit
 from checkpoints.producer_snapshot import ProducerSnapshotEntry, parse_producer_snapshot
 from segments import kafka_schemas
 from segments.compression import CompressionType
-from segments.describe import batch_summary, control_info, record_summary
+from segments.describe import b64, batch_summary, control_info, record_summary
 from segments.errors import CorruptRecordError, InvalidOffsetError, RecordTooLargeError, StorageFormatError
 from segments.file_records import FileBatch, FileRecords
 from segments.kafka_messages import MessageFormatError, json_text, message_json, read_message
@@ -75,7 +75,15 @@ from segments.record_decoders import (
     parse_offsets_record,
     parse_transaction_log_record,
 )
-from segments.records import LOG_OVERHEAD, MAGIC_V2, NO_TIMESTAMP, ControlRecordType, Record
+from segments.records import (
+    DEFAULT_DECODE_LIMITS,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_TIMESTAMP,
+    ControlRecordType,
+    DecodeLimits,
+    Record,
+)
 from segments.time_index import TimeIndex
 from segments.transaction_index import TransactionIndex
 
@@ -122,6 +130,9 @@ class DumpOptions:
     KRaft snapshot) whose batches are read: only batches wholly inside the first ``max_bytes`` are dumped, and
     trailing invalid bytes are reported only when it is left at Kafka's default (``Int.MaxValue``).
     ``max_message_size`` is the largest batch (log overhead included) an offset-index entry may point at.
+    Records are streamed out of each batch within ``limits`` (a record or batch above them is reported as
+    corrupt); ``max_value_bytes`` cuts each printed key and payload to that many bytes, with a marker giving the
+    whole size.
     """
 
     deep_iteration: bool = False
@@ -133,6 +144,8 @@ class DumpOptions:
     verify_index_only: bool = False
     max_bytes: int = MAX_BYTES_UNLIMITED
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    limits: DecodeLimits = DEFAULT_DECODE_LIMITS
+    max_value_bytes: int | None = None
 
     @property
     def print_data(self) -> bool:
@@ -321,16 +334,25 @@ class _Reports:
     non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
 
+_MAX_LISTED_GAPS = 10_000
+"""Non-consecutive offset pairs listed per file; a hostile batch can hold tens of millions of them, so the rest
+are only counted (Kafka's tool keeps them all)."""
+
+
 @dataclass
 class _OffsetGaps:
     """Kafka's deep-iteration check: each record offset should follow the previous one by exactly 1."""
 
     previous: int | None = None
     gaps: list[tuple[int, int]] = field(default_factory=list)
+    unlisted: int = 0
 
     def see(self, offset: int) -> None:
         if self.previous is not None and offset != self.previous + 1:
-            self.gaps.append((self.previous, offset))
+            if len(self.gaps) < _MAX_LISTED_GAPS:
+                self.gaps.append((self.previous, offset))
+            else:
+                self.unlisted += 1
         self.previous = offset
 
 
@@ -441,6 +463,11 @@ class _Dumper:
                 yield from self._batch_lines(path, found, gaps)
                 valid_bytes = found.end_position
         _add(self._reports.non_consecutive, path, gaps.gaps)
+        if gaps.unlisted:
+            yield self._line(
+                f"{gaps.unlisted} more non-consecutive offsets in {path} are not listed",
+                {"type": "nonConsecutiveOffsetsNotListed", "path": path, "count": gaps.unlisted},
+            )
         trailing = size - valid_bytes
         # Under a --max-bytes limit the cut-off batch is expected, so Kafka reports nothing.
         if trailing > 0 and self._opts.max_bytes == MAX_BYTES_UNLIMITED:
@@ -466,12 +493,17 @@ class _Dumper:
         yield DumpLine(content, problem=not valid)
         if not self._opts.deep:
             return
-        try:
-            records = batch.records()
-        except StorageFormatError as err:
-            yield from self._error(_locate(err, path, found.position))
-            return
-        for record in records:
+        # Kafka's tool prints the records of a batch failing its CRC too (marked isvalid: false), so the CRC is
+        # not checked here; records come one at a time, and an error ends the batch's records.
+        records = found.iter_records(self._opts.limits, check_crc=False)
+        while True:
+            try:
+                record = next(records, None)
+            except StorageFormatError as err:
+                yield from self._error(err)
+                return
+            if record is None:
+                return
             gaps.see(record.offset)
             try:
                 if self._json:
@@ -540,10 +572,7 @@ class _Dumper:
         ``StringDecoder``), else the chosen decoder's. O(record size)."""
         decoder = self._opts.decoder
         if decoder is None:
-            return (
-                None if record.key is None else _string(record.key),
-                None if record.value is None else _string(record.value),
-            )
+            return self._shown(record.key), self._shown(record.value)
         try:
             return _DECODERS[decoder](record.key, record.value, offset=record.offset)
         except StorageFormatError as err:
@@ -554,8 +583,22 @@ class _Dumper:
                 f"{decoder.value} decoder, record at offset {record.offset}: {err.message}{inside}"
             ) from None
 
+    def _shown(self, data: bytes | None) -> str | None:
+        """A key or payload as printed: Kafka's string, cut past ``max_value_bytes`` with a marker. O(shown)."""
+        if data is None:
+            return None
+        limit = self._opts.max_value_bytes
+        if limit is not None and len(data) > limit:
+            return f"{_string(data[:limit])}...[truncated from {len(data)} bytes]"
+        return _string(data)
+
     def _record_json(self, found: FileBatch, record: Record, batch_valid: bool) -> dict[str, Any]:
         summary = record_summary(found, record)
+        limit = self._opts.max_value_bytes if self._opts.print_data else None
+        for name, data in (("key", record.key), ("value", record.value)):
+            if limit is not None and data is not None and len(data) > limit:
+                summary[name] = b64(data[:limit])
+                summary[f"{name}TruncatedFrom"] = len(data)
         out: dict[str, Any] = {
             "type": "record",
             **summary,
@@ -849,7 +892,8 @@ def _first_batch_reaching(records: FileRecords, position: int, offset: int) -> F
 def _max_record_timestamp(records: FileRecords, found: FileBatch) -> int:
     """Kafka's time-index check value: the largest record timestamp of the batch, at least -1. O(batch size)."""
     try:
-        return max([NO_TIMESTAMP, *(record.timestamp for record in found.batch.records())])
+        timestamps = (record.timestamp for record in found.batch.iter_records(check_crc=False))
+        return max(NO_TIMESTAMP, max(timestamps, default=NO_TIMESTAMP))
     except StorageFormatError as err:
         raise _locate(err, str(records.path), found.position) from None
 

@@ -49,7 +49,7 @@ from logmgr.retention import LogSnapshot, RetentionPlan, RetentionSettings, Segm
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError
-from segments.file_records import iter_batches, open_no_follow
+from segments.file_records import FileBatch, iter_batches, open_no_follow
 from segments.log_segment import LogSegment
 from segments.naming import (
     TopicPartition,
@@ -58,11 +58,14 @@ from segments.naming import (
     producer_snapshot_file,
 )
 from segments.records import (
+    DEFAULT_DECODE_LIMITS,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
     ControlRecordType,
+    DecodeLimits,
     DefaultRecordBatch,
     EndTransactionMarker,
+    Record,
     SimpleRecord,
     build_batch,
     build_end_txn_marker,
@@ -113,17 +116,29 @@ class AbortedTransaction:
 
 @dataclass(frozen=True, slots=True)
 class FetchDataInfo:
-    """What :meth:`Log.read` returns: whole batches starting with the one holding ``offset``."""
+    """What :meth:`Log.read` returns: whole batches starting with the one holding ``offset``, read from
+    ``path`` at byte ``position``."""
 
     offset: int
     records: bytes
     segment_base_offset: int
     position: int
     aborted_transactions: tuple[AbortedTransaction, ...] | None = None
+    path: str | None = None
 
     def batches(self) -> list[DefaultRecordBatch]:
-        """The fetched batches (magic 2 views; legacy data is never appended by logmgr). O(size)."""
+        """The fetched batches (magic 2 views; legacy data is never appended by logmgr), as raw views: their
+        CRCs are not checked, as Kafka's broker serves fetches unchecked and leaves the check to the consumer.
+        Decode through :meth:`iter_records`, which checks them. O(size)."""
         return [found.batch for found in iter_batches(self.records) if isinstance(found.batch, DefaultRecordBatch)]
+
+    def iter_records(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS) -> Iterator[Record]:
+        """Every record of the fetched batches, as a consumer with ``check.crcs=true`` reads them: each batch's
+        CRC is checked before it is decoded, and a failing batch raises :class:`CorruptRecordError` naming the
+        segment file and the batch's position in it. Records above ``limits`` raise
+        :class:`RecordTooLargeError`. O(size) time, O(largest record) memory."""
+        for found in iter_batches(self.records):
+            yield from FileBatch(self.position + found.position, found.batch, self.path).iter_records(limits)
 
 
 @dataclass(slots=True)
@@ -373,7 +388,7 @@ class Log:
                         f"{self.config.max_message_bytes}"
                     )
                 batch.ensure_valid()
-                batch.validate_record_framing()
+                batch.validate_record_framing(DecodeLimits.for_max_message_bytes(self.config.max_message_bytes))
                 batches.append(batch)
                 position = found.end_position
         except CorruptRecordError as err:
@@ -687,7 +702,9 @@ class Log:
                                 f"{self.topic_partition}: offset {start_offset} was deleted during the read "
                                 f"(log start is now {self._log_start_offset})"
                             )
-                    return FetchDataInfo(fetch.offset, data, segment.base_offset, fetch.position, aborted)
+                    return FetchDataInfo(
+                        fetch.offset, data, segment.base_offset, fetch.position, aborted, str(segment.log.path)
+                    )
             segment = self.segments.higher_segment(segment.base_offset)
         return empty
 

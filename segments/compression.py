@@ -11,7 +11,10 @@ What goes on disk for a compressed batch is not the bare output of each algorith
 * zstd: a standard zstd frame, valid with magic 2 only.
 
 Every decoder enforces ``max_size`` on its output before (or while) producing it, so a small corrupt or hostile
-batch cannot make the reader allocate far more than the caller allowed. Library exceptions never escape:
+batch cannot make the reader allocate far more than the caller allowed. :func:`decompress_chunks` yields the
+output in pieces of at most a few hundred KiB (a snappy block, an lz4 block, a slice of an inflate or zstd
+stream), so a reader that consumes them as they come holds one piece, never the whole output. Library exceptions
+never escape:
 malformed input raises :class:`~segments.errors.CorruptRecordError` (or a subclass) naming the codec, with the byte
 position inside the compressed input when it is known.
 """
@@ -20,10 +23,12 @@ from __future__ import annotations
 
 import enum
 import zlib
+from collections.abc import Generator, Iterator
 from typing import Literal, Self
 
 import cramjam
 import xxhash
+import zstandard
 
 from segments.errors import (
     CorruptRecordError,
@@ -38,10 +43,15 @@ __all__ = [
     "compress",
     "compression_from_attributes",
     "decompress",
+    "decompress_chunks",
 ]
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 """Default cap on the decompressed size of one compressed region (bytes)."""
+
+CHUNK_SIZE = 256 * 1024
+"""Largest piece :func:`decompress_chunks` yields from an inflate or zstd stream (other codecs yield their own
+blocks: at most 64 KiB for Kafka's snappy and lz4 writers, bounded by the frame format for others)."""
 
 _CODEC_MASK = 0x07
 
@@ -119,9 +129,25 @@ def decompress(
 
     Raises :class:`CorruptRecordError` for malformed input, :class:`RecordTooLargeError` when the output would
     exceed ``max_size`` bytes, :class:`UnsupportedCompressionError` for zstd below magic 2 or an unknown codec,
-    and :class:`UnsupportedMagicError` for a magic other than 0, 1 or 2. For a zstd frame that declares no
-    content size the limit applies to its structural bound (128 KiB per compressed block), so such a frame can
-    be refused while its real output would just fit.
+    and :class:`UnsupportedMagicError` for a magic other than 0, 1 or 2. Holds the whole output: readers that
+    may meet hostile input use :func:`decompress_chunks`.
+    """
+    return b"".join(decompress_chunks(codec, data, magic=magic, max_size=max_size))
+
+
+def decompress_chunks(
+    codec: CompressionType,
+    data: bytes | memoryview,
+    *,
+    magic: int = 2,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED,
+) -> Iterator[bytes]:
+    """:func:`decompress`, yielding the output in pieces as it is produced. O(len(data) + output size) time,
+    O(len(data) + one piece) memory.
+
+    Argument checks (magic, codec) raise on the first ``next``; a malformed stream raises when the decoder
+    reaches the damage, after the pieces before it were yielded, and an output passing ``max_size`` raises
+    :class:`RecordTooLargeError` before the piece that would pass it is yielded.
     """
     if magic not in (0, 1, 2):
         raise UnsupportedMagicError(f"unknown magic {magic}")
@@ -129,19 +155,18 @@ def decompress(
     raw = bytes(data)
     sink = _Sink(codec, max_size)
     if codec is CompressionType.NONE:
-        sink.add(raw, 0)
+        yield sink.take(raw, 0)
     elif codec is CompressionType.GZIP:
-        _gzip_decompress(raw, sink)
+        yield from _gzip_decompress(raw, sink)
     elif codec is CompressionType.SNAPPY:
-        _snappy_decompress(raw, sink)
+        yield from _snappy_decompress(raw, sink)
     elif codec is CompressionType.LZ4:
         # Kafka wrote magic-0 LZ4 frames with a header checksum over the wrong bytes and skips the check there.
-        _lz4_decompress(raw, sink, verify_header_checksum=magic != 0)
+        yield from _lz4_decompress(raw, sink, verify_header_checksum=magic != 0)
     elif magic < 2:
         raise UnsupportedCompressionError(f"zstd compression is not valid with magic {magic}")
     else:
-        _zstd_decompress(raw, sink)
-    return sink.result()
+        yield from _zstd_decompress(raw, sink)
 
 
 def _known_codec(codec: int) -> CompressionType:
@@ -152,13 +177,12 @@ def _known_codec(codec: int) -> CompressionType:
 
 
 class _Sink:
-    """Decompressed output so far, refusing to grow past ``max_size``."""
+    """Counts the decompressed output handed out so far, refusing to let it grow past ``max_size``."""
 
     def __init__(self, codec: CompressionType, max_size: int) -> None:
         self.codec = codec
         self.max_size = max_size
         self.size = 0
-        self._chunks: list[bytes] = []
 
     def room(self) -> int:
         return self.max_size - self.size
@@ -172,20 +196,17 @@ class _Sink:
                 position=position,
             )
 
-    def add(self, chunk: bytes, position: int) -> None:
+    def take(self, chunk: bytes, position: int) -> bytes:
+        """``chunk``, counted against the limit (raises before handing out a chunk that would pass it)."""
         self.reserve(len(chunk), position)
-        self._chunks.append(chunk)
         self.size += len(chunk)
+        return chunk
 
     def corrupt(self, what: str, position: int | None) -> CorruptRecordError:
         return CorruptRecordError(f"{self.codec.name}: {what}", position=position)
 
-    def result(self) -> bytes:
-        return b"".join(self._chunks)
-
     def _check(self) -> None:
         assert 0 <= self.size <= self.max_size
-        assert self.size == sum(len(chunk) for chunk in self._chunks)
 
 
 def _checked_level(
@@ -260,11 +281,11 @@ def _gzip_header_end(raw: bytes, start: int, sink: _Sink) -> int:
     return pos
 
 
-def _gzip_decompress(raw: bytes, sink: _Sink) -> None:
+def _gzip_decompress(raw: bytes, sink: _Sink) -> Iterator[bytes]:
     start = 0
     body = _gzip_header_end(raw, start, sink)
     while True:
-        start = _inflate_member(raw, start, body, sink)
+        start = yield from _inflate_member(raw, start, body, sink)
         if start >= len(raw):
             return
         # Like the JDK reader Kafka uses, bytes after a member that do not open another member are ignored.
@@ -274,8 +295,9 @@ def _gzip_decompress(raw: bytes, sink: _Sink) -> None:
             return
 
 
-def _inflate_member(raw: bytes, member: int, body: int, sink: _Sink) -> int:
-    """Inflate the member whose deflate data starts at ``body``; return the position after its trailer."""
+def _inflate_member(raw: bytes, member: int, body: int, sink: _Sink) -> Generator[bytes, None, int]:
+    """Inflate the member whose deflate data starts at ``body``, yielding pieces of at most :data:`CHUNK_SIZE`
+    bytes; return the position after its trailer."""
     inflater = zlib.decompressobj(-zlib.MAX_WBITS)
     pending: bytes | memoryview = memoryview(raw)[body:]
     crc = 0
@@ -283,14 +305,14 @@ def _inflate_member(raw: bytes, member: int, body: int, sink: _Sink) -> int:
     while not inflater.eof:
         try:
             # Asking for one byte more than the room left is enough to detect an oversized output.
-            chunk = inflater.decompress(pending, sink.room() + 1)
+            chunk = inflater.decompress(pending, min(sink.room() + 1, CHUNK_SIZE))
         except zlib.error as err:
             raise sink.corrupt(f"invalid deflate data in the member starting here: {err}", member) from None
         progressed = bool(chunk) or len(inflater.unconsumed_tail) < len(pending)
         pending = inflater.unconsumed_tail
         if not progressed and not inflater.eof:
             raise sink.corrupt("deflate data ends before the end of the member", member)
-        sink.add(chunk, member)
+        yield sink.take(chunk, member)
         crc = zlib.crc32(chunk, crc)
         size += len(chunk)
     trailer = len(raw) - len(inflater.unused_data)
@@ -346,12 +368,12 @@ def _is_xerial_header(raw: bytes, start: int, sink: _Sink) -> bool:
     return True
 
 
-def _snappy_decompress(raw: bytes, sink: _Sink) -> None:
+def _snappy_decompress(raw: bytes, sink: _Sink) -> Iterator[bytes]:
     if not raw:
         raise sink.corrupt("empty input", 0)
     if len(raw) < _XERIAL_HEADER_SIZE or not _is_xerial_header(raw, 0, sink):
         # snappy-java falls back to one raw block for anything not starting with its stream header.
-        _snappy_block(raw, 0, sink)
+        yield _snappy_block(raw, 0, sink)
         return
     pos = _XERIAL_HEADER_SIZE
     # snappy-java ends the stream silently when fewer than four bytes remain for a chunk length.
@@ -369,11 +391,11 @@ def _snappy_decompress(raw: bytes, sink: _Sink) -> None:
         body = pos + 4
         if len(raw) - body < chunk_size:
             raise sink.corrupt(f"chunk of {chunk_size} bytes runs past the end ({len(raw) - body} left)", pos)
-        _snappy_block(raw[body : body + chunk_size], body, sink)
+        yield _snappy_block(raw[body : body + chunk_size], body, sink)
         pos = body + chunk_size
 
 
-def _snappy_block(block: bytes, position: int, sink: _Sink) -> None:
+def _snappy_block(block: bytes, position: int, sink: _Sink) -> bytes:
     try:
         declared = int(cramjam.snappy.decompress_raw_len(block))
     except _LIBRARY_ERRORS as err:
@@ -392,7 +414,7 @@ def _snappy_block(block: bytes, position: int, sink: _Sink) -> None:
         raise sink.corrupt(f"invalid raw block: {err}", position) from None
     if len(out) != declared:
         raise sink.corrupt(f"raw block declares {declared} bytes but holds {len(out)}", position)
-    sink.add(out, position)
+    return sink.take(out, position)
 
 
 # --- lz4 (Kafka's frame) --------------------------------------------------------------------------------------
@@ -445,7 +467,7 @@ def _lz4_compress(data: bytes | memoryview, level: int) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) -> None:
+def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) -> Iterator[bytes]:
     end = len(raw)
     if end < 6:
         raise sink.corrupt("frame ends inside its header", 0)
@@ -499,13 +521,13 @@ def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) ->
             raise sink.corrupt(f"block of {size} bytes runs past the end ({end - body} left)", pos)
         block = raw[body : body + size]
         if word & _LZ4_UNCOMPRESSED_BIT:
-            sink.add(block, pos)
+            yield sink.take(block, pos)
         else:
             try:
                 written = int(cramjam.lz4.decompress_block_into(block, scratch))
             except _LIBRARY_ERRORS as err:
                 raise sink.corrupt(f"invalid compressed block: {err}", pos) from None
-            sink.add(bytes(scratch[:written]), pos)
+            yield sink.take(bytes(scratch[:written]), pos)
         pos = body + size
         if block_checksums:
             if end - pos < 4:
@@ -530,20 +552,27 @@ _ZSTD_WINDOW_MAX = 1 << 27
 _ZSTD_RAW, _ZSTD_RLE, _ZSTD_COMPRESSED = 0, 1, 2
 
 
-def _zstd_decompress(raw: bytes, sink: _Sink) -> None:
-    # cramjam only decodes whole frames into memory, so the output is bounded from the frame structure first.
-    bound, shrunk = _zstd_output_bound(raw, sink)
-    sink.reserve(bound, 0)
-    try:
-        out = bytes(cramjam.zstd.decompress(shrunk))
-    except _LIBRARY_ERRORS as err:
-        raise sink.corrupt(f"invalid frame data: {err}", None) from None
-    sink.add(out, 0)
+def _zstd_decompress(raw: bytes, sink: _Sink) -> Iterator[bytes]:
+    # Every frame header and block header is checked (and each window lowered) before a byte is decoded.
+    shrunk, frames = _zstd_frames(raw, sink)
+    decoder = zstandard.ZstdDecompressor(max_window_size=_ZSTD_WINDOW_MAX)
+    view = memoryview(shrunk)
+    for start, end in frames:
+        # read_to_iter decodes one frame in pieces of at most write_size bytes.
+        pieces = decoder.read_to_iter(view[start:end], read_size=CHUNK_SIZE, write_size=CHUNK_SIZE)
+        while True:
+            try:
+                piece = next(pieces, None)
+            except zstandard.ZstdError as err:
+                raise sink.corrupt(f"invalid frame data: {err}", start) from None
+            if piece is None:
+                break
+            yield sink.take(piece, start)
 
 
-def _zstd_output_bound(raw: bytes, sink: _Sink) -> tuple[int, bytes]:
-    """An upper bound on the decompressed size, from frame headers and block headers alone, and ``raw`` with
-    each frame's window descriptor lowered to that frame's bound. O(blocks).
+def _zstd_frames(raw: bytes, sink: _Sink) -> tuple[bytes, list[tuple[int, int]]]:
+    """``raw`` with each frame's window descriptor lowered to that frame's output bound (computed from frame
+    headers and block headers alone), and the ``[start, end)`` span of every data frame. O(blocks).
 
     The decoder allocates a frame's whole window before decoding a byte, so a ten-byte frame declaring the
     largest window it accepts (128 MiB) would cost that much. No back-reference reaches past the frame's own
@@ -552,8 +581,8 @@ def _zstd_output_bound(raw: bytes, sink: _Sink) -> tuple[int, bytes]:
     if not raw:
         raise sink.corrupt("empty input (no frame)", 0)
     shrunk = bytearray(raw)
+    frames: list[tuple[int, int]] = []
     pos = 0
-    total = 0
     while pos < len(raw):
         if len(raw) - pos < 4:
             raise sink.corrupt("truncated frame magic", pos)
@@ -566,13 +595,14 @@ def _zstd_output_bound(raw: bytes, sink: _Sink) -> tuple[int, bytes]:
                 raise sink.corrupt("skippable frame runs past the end", pos)
             pos += 8 + skip
         elif magic == _ZSTD_MAGIC:
+            start = pos
             frame_bound, window_position, pos = _zstd_frame_bound(raw, pos, sink)
             if window_position is not None:
                 shrunk[window_position] = min(raw[window_position], _zstd_window_descriptor(frame_bound))
-            total += frame_bound
+            frames.append((start, pos))
         else:
             raise sink.corrupt(f"unknown frame magic 0x{magic:08x}", pos)
-    return total, bytes(shrunk)
+    return bytes(shrunk), frames
 
 
 def _zstd_window_size(descriptor: int) -> int:

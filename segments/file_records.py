@@ -22,9 +22,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from segments.errors import CorruptRecordError, RecordTooLargeError
+from segments.errors import CorruptRecordError, RecordTooLargeError, StorageFormatError
 from segments.legacy import RECORD_OVERHEAD_V0, LegacyRecordBatch
-from segments.records import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, DefaultRecordBatch, RecordBatch
+from segments.records import (
+    DEFAULT_DECODE_LIMITS,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    DecodeLimits,
+    DefaultRecordBatch,
+    Record,
+    RecordBatch,
+)
 
 _PREFIX = struct.Struct(">qi")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -68,10 +76,20 @@ def allocate(fd: int, length: int, path: str | os.PathLike[str]) -> None:
 
 @dataclass(slots=True)
 class FileBatch:
-    """A batch found in a file: where it starts and a lazy view of its bytes."""
+    """A batch found in a file: where it starts, a lazy view of its bytes and the file (None in memory)."""
 
     position: int
     batch: RecordBatch
+    path: str | None = None
+
+    def iter_records(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS, *, check_crc: bool = True) -> Iterator[Record]:
+        """:meth:`RecordBatch.iter_records` with every error naming the file and its position in the file.
+        O(size) time, O(largest record) memory."""
+        records = self.batch.iter_records(limits, check_crc=check_crc)
+        try:
+            yield from records
+        except StorageFormatError as err:
+            raise err.at(self.path, position_base=self.position) from None
 
     @property
     def size_in_bytes(self) -> int:
@@ -160,7 +178,7 @@ def walk_batches(
             batch = batch_view(memoryview(window)[local : local + total])
         except CorruptRecordError as err:
             raise err.at(path, position_base=position) from None
-        yield FileBatch(position, batch)
+        yield FileBatch(position, batch, path)
         position += total
 
 

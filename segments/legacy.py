@@ -3,22 +3,29 @@
 Each top-level message is one :class:`LegacyRecordBatch` (as Kafka's ``FileRecords.batches()`` iterates them):
 either an uncompressed message, or a compressed *wrapper* whose value holds an inner message set. The wrapper's
 offset is the last inner offset; magic-1 inner offsets are relative (0..n-1), magic-0 inner offsets absolute.
+
+A magic-1 wrapper's absolute offsets need its last inner offset, so a wrapper is decompressed whole (within
+:attr:`~segments.records.DecodeLimits.max_batch_bytes`) as Kafka's reader does; its records are then produced one
+at a time, each inner message checked against :attr:`~segments.records.DecodeLimits.max_record_bytes`.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 
 from segments.compression import CompressionType, decompress
-from segments.errors import CorruptRecordError, UnsupportedCompressionError
+from segments.errors import CorruptRecordError, RecordTooLargeError, UnsupportedCompressionError
 from segments.records import (
+    DEFAULT_DECODE_LIMITS,
     LOG_OVERHEAD,
     MAGIC_V0,
     MAGIC_V1,
     NO_SEQUENCE,
     NO_TIMESTAMP,
     Buffer,
+    DecodeLimits,
     Record,
     RecordBatch,
     TimestampType,
@@ -97,7 +104,7 @@ def _sized_bytes(message: bytes, cursor: int, position: int, what: str) -> tuple
 class LegacyRecordBatch(RecordBatch):
     """A lazy view of one top-level magic 0/1 message (``buffer`` = the entry, 12-byte prefix included)."""
 
-    __slots__ = ("_attributes", "_buffer", "_crc", "_inner", "_magic", "_offset", "_size", "_timestamp")
+    __slots__ = ("_attributes", "_buffer", "_crc", "_first_offset", "_magic", "_offset", "_size", "_timestamp")
 
     _ATTRIBUTES_POSITION = LOG_OVERHEAD + 5
 
@@ -117,7 +124,7 @@ class LegacyRecordBatch(RecordBatch):
         if self._magic == MAGIC_V1 and len(buffer) >= LOG_OVERHEAD + RECORD_OVERHEAD_V1:
             (self._timestamp,) = struct.unpack_from(">q", buffer, LOG_OVERHEAD + 6)
         self._buffer = buffer
-        self._inner: list[Record] | None = None
+        self._first_offset: int | None = None
 
     @property
     def magic(self) -> int:
@@ -132,8 +139,10 @@ class LegacyRecordBatch(RecordBatch):
         """First offset: the message's own offset, or the first inner offset of a wrapper (decompresses)."""
         if self._attributes & _CODEC_MASK == 0:
             return self._offset
-        records = self.records()
-        return records[0].offset if records else self._offset
+        if self._first_offset is None:
+            first = next(self.iter_records(check_crc=False), None)
+            self._first_offset = self._offset if first is None else first.offset
+        return self._first_offset
 
     @property
     def size_in_bytes(self) -> int:
@@ -175,35 +184,45 @@ class LegacyRecordBatch(RecordBatch):
 
     def count_records(self) -> int:
         """1 for a plain message; the inner count for a wrapper (decompresses). O(size)."""
-        return len(self.records())
+        return sum(1 for _ in self.iter_records(check_crc=False))
 
     def raw_bytes(self) -> bytes:
         return bytes(self._buffer)
 
     def records(self) -> list[Record]:
         """The message itself, or the inner messages of a compressed wrapper with Kafka's offset and
-        timestamp rules applied. O(size); raises :class:`CorruptRecordError`."""
-        if self._inner is None:
-            self._inner = self._decode()
-        return self._inner
+        timestamp rules applied, without checking the CRC. O(size); raises :class:`CorruptRecordError`."""
+        return list(self.iter_records(check_crc=False))
 
-    def _decode(self) -> list[Record]:
+    def iter_records(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS, *, check_crc: bool = True) -> Iterator[Record]:
+        """See :meth:`RecordBatch.iter_records`. O(size) time; O(size) memory for a plain message, O(decompressed
+        wrapper) for a wrapper."""
+        if check_crc:
+            self.ensure_valid()
+        if self.size_in_bytes > limits.max_batch_bytes:
+            raise RecordTooLargeError(
+                f"message of {self.size_in_bytes} bytes exceeds the limit of {limits.max_batch_bytes}", position=8
+            )
         outer = _Message(bytes(memoryview(self._buffer)[LOG_OVERHEAD:]), LOG_OVERHEAD)
         codec = outer.codec
         if codec == 0:
-            return [
-                Record(
-                    self._offset,
-                    outer.timestamp,
-                    outer.key,
-                    outer.value,
-                    (),
-                    NO_SEQUENCE,
-                    self.size_in_bytes,
-                    outer.timestamp,
-                    outer.crc,
+            if self.size_in_bytes > limits.max_record_bytes:
+                raise RecordTooLargeError(
+                    f"record of {self.size_in_bytes} bytes exceeds the limit of {limits.max_record_bytes}",
+                    position=0,
                 )
-            ]
+            yield Record(
+                self._offset,
+                outer.timestamp,
+                outer.key,
+                outer.value,
+                (),
+                NO_SEQUENCE,
+                self.size_in_bytes,
+                outer.timestamp,
+                outer.crc,
+            )
+            return
         if codec > CompressionType.LZ4:
             raise UnsupportedCompressionError(
                 f"compression type id {codec} is not valid for magic {self._magic}", position=17
@@ -211,48 +230,49 @@ class LegacyRecordBatch(RecordBatch):
         if outer.value is None:
             raise CorruptRecordError("compressed legacy wrapper has a null value", position=LOG_OVERHEAD)
         try:
-            inner_bytes = decompress(CompressionType(codec), outer.value, magic=self._magic)
+            inner_bytes = decompress(
+                CompressionType(codec), outer.value, magic=self._magic, max_size=limits.max_batch_bytes
+            )
         except CorruptRecordError as err:
-            raise CorruptRecordError(f"wrapper value: {err.message}", position=LOG_OVERHEAD) from None
-        inner = _parse_inner(inner_bytes, self._magic)
-        if not inner:
-            raise CorruptRecordError("compressed legacy wrapper holds no messages", position=LOG_OVERHEAD)
+            raise type(err)(f"wrapper value: {err.message}", position=LOG_OVERHEAD) from None
         absolute_base = 0
         # Kafka reads a v1 wrapper offset of 0 (some librdkafka produce data) as "inner offsets are absolute".
+        # Otherwise a first pass finds the last inner offset (keeping no message) and checks every message, so
+        # no record is produced from a wrapper that turns out to be corrupt further on.
+        last_inner: int | None = None
+        for inner_offset, _ in _iter_inner(inner_bytes, self._magic, limits.max_record_bytes):
+            last_inner = inner_offset
+        if last_inner is None:
+            raise CorruptRecordError("compressed legacy wrapper holds no messages", position=LOG_OVERHEAD)
         if self._magic == MAGIC_V1 and self._offset != 0:
-            last_inner = inner[-1][0]
             if self._offset < last_inner:
                 raise CorruptRecordError(
                     f"wrapper offset {self._offset} is less than the last inner message offset {last_inner}", position=0
                 )
             absolute_base = self._offset - last_inner
         log_append = outer.timestamp_type is TimestampType.LOG_APPEND_TIME
-        records: list[Record] = []
-        for inner_offset, message in inner:
+        for inner_offset, message in _iter_inner(inner_bytes, self._magic, limits.max_record_bytes):
             timestamp = outer.timestamp if log_append else message.timestamp
-            records.append(
-                Record(
-                    absolute_base + inner_offset,
-                    timestamp,
-                    message.key,
-                    message.value,
-                    (),
-                    NO_SEQUENCE,
-                    message.size + LOG_OVERHEAD,
-                    message.timestamp,
-                    message.crc,
-                )
+            yield Record(
+                absolute_base + inner_offset,
+                timestamp,
+                message.key,
+                message.value,
+                (),
+                NO_SEQUENCE,
+                message.size + LOG_OVERHEAD,
+                message.timestamp,
+                message.crc,
             )
-        return records
 
     def __repr__(self) -> str:
         return f"LegacyRecordBatch(magic={self._magic}, offset={self._offset}, size={self.size_in_bytes})"
 
 
-def _parse_inner(data: bytes, wrapper_magic: int) -> list[tuple[int, _Message]]:
-    """Inner message set of a wrapper: every inner message must match the wrapper's magic, be uncompressed and
-    pass its CRC."""
-    out: list[tuple[int, _Message]] = []
+def _iter_inner(data: bytes, wrapper_magic: int, max_record_bytes: int) -> Iterator[tuple[int, _Message]]:
+    """Inner message set of a wrapper, one ``(offset, message)`` at a time: every inner message must match the
+    wrapper's magic, be uncompressed (a nested wrapper is refused, never decompressed), pass its CRC and stay
+    within ``max_record_bytes``. O(len(data))."""
     pos = 0
     end = len(data)
     while pos < end:
@@ -261,6 +281,10 @@ def _parse_inner(data: bytes, wrapper_magic: int) -> list[tuple[int, _Message]]:
         offset, size = struct.unpack_from(">qi", data, pos)
         if size < RECORD_OVERHEAD_V0 or pos + LOG_OVERHEAD + size > end:
             raise CorruptRecordError(f"inner message has invalid size {size}", position=pos)
+        if LOG_OVERHEAD + size > max_record_bytes:
+            raise RecordTooLargeError(
+                f"inner message of {LOG_OVERHEAD + size} bytes exceeds the limit of {max_record_bytes}", position=pos
+            )
         body = data[pos + LOG_OVERHEAD : pos + LOG_OVERHEAD + size]
         message = _Message(body, pos + LOG_OVERHEAD)
         if message.magic != wrapper_magic:
@@ -271,6 +295,5 @@ def _parse_inner(data: bytes, wrapper_magic: int) -> list[tuple[int, _Message]]:
             raise CorruptRecordError("compressed message is nested inside another", position=pos)
         if zlib.crc32(body[4:]) & 0xFFFFFFFF != message.crc:
             raise CorruptRecordError("inner message CRC mismatch", position=pos)
-        out.append((offset, message))
+        yield offset, message
         pos += LOG_OVERHEAD + size
-    return out

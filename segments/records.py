@@ -6,6 +6,11 @@ A :class:`DefaultRecordBatch` is a *lazy view*: constructing it unpacks the 61-b
 computed on :meth:`~DefaultRecordBatch.is_valid` / :meth:`~DefaultRecordBatch.ensure_valid`, and record bodies
 are decompressed and decoded only when :meth:`~DefaultRecordBatch.records` is called, so walking a segment
 (header walk + CRC) never touches record bodies.
+
+Readers of data they did not write use :meth:`RecordBatch.iter_records`: it checks the CRC first (a batch that
+fails it is never decoded, as a Kafka consumer with ``check.crcs=true`` refuses it), decompresses in pieces and
+decodes one record at a time, so memory is O(largest record) and a record or batch above its
+:class:`DecodeLimits` is refused with :class:`RecordTooLargeError` before it is held.
 """
 
 from __future__ import annotations
@@ -14,13 +19,19 @@ import enum
 import itertools
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from crc32c import crc32c
 
-from segments.compression import CompressionType, compress, compression_from_attributes, decompress
+from segments.compression import (
+    CompressionType,
+    compress,
+    compression_from_attributes,
+    decompress,
+    decompress_chunks,
+)
 from segments.errors import (
     CorruptRecordError,
     RecordTooLargeError,
@@ -65,6 +76,31 @@ TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
+
+
+DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
+"""Default :attr:`DecodeLimits.max_record_bytes`: the largest record (key, value, headers) a reader decodes."""
+DEFAULT_MAX_BATCH_BYTES = 256 * 1024 * 1024
+"""Default :attr:`DecodeLimits.max_batch_bytes`: the largest batch a reader decodes, after decompression."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeLimits:
+    """What a reader is willing to decode: records above ``max_record_bytes`` (encoded, uncompressed) and
+    batches above ``max_batch_bytes`` (uncompressed records region, or the stored batch when uncompressed) raise
+    :class:`RecordTooLargeError` before their bytes are gathered."""
+
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+
+    @classmethod
+    def for_max_message_bytes(cls, max_message_bytes: int) -> DecodeLimits:
+        """The limits for a topic whose ``max.message.bytes`` is given: never below it, never below the defaults
+        (a batch Kafka accepted is always readable). O(1)."""
+        return cls(max(max_message_bytes, DEFAULT_MAX_RECORD_BYTES), max(max_message_bytes, DEFAULT_MAX_BATCH_BYTES))
+
+
+DEFAULT_DECODE_LIMITS = DecodeLimits()
 
 
 class TimestampType(enum.IntEnum):
@@ -309,7 +345,18 @@ class RecordBatch(ABC):
 
     @abstractmethod
     def records(self) -> list[Record]:
-        """Decompress and decode every record. O(size); raises :class:`CorruptRecordError`."""
+        """Decompress and decode every record, without checking the CRC. O(size) time and memory; raises
+        :class:`CorruptRecordError` (and :class:`RecordTooLargeError` past :data:`DEFAULT_DECODE_LIMITS`)."""
+
+    @abstractmethod
+    def iter_records(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS, *, check_crc: bool = True) -> Iterator[Record]:
+        """The records one at a time, decompressed in pieces: O(size) time, O(largest record) memory (legacy
+        compressed wrappers: O(decompressed wrapper), as in Kafka's reader).
+
+        With ``check_crc`` (the default) the batch's CRC is verified first and a mismatch raises
+        :class:`CorruptRecordError` before any record is produced. A record or batch above ``limits`` raises
+        :class:`RecordTooLargeError`. Error positions are relative to the batch start.
+        """
 
     @abstractmethod
     def count_records(self) -> int:
@@ -497,80 +544,112 @@ class DefaultRecordBatch(RecordBatch):
                 return decompress(codec, region, magic=MAGIC_V2)
             return decompress(codec, region, magic=MAGIC_V2, max_size=max_size)
         except CorruptRecordError as err:
-            if err.position is None:
-                # The codec library cannot say where its input is damaged: point at the compressed region.
-                raise type(err)(err.message, position=RECORD_BATCH_OVERHEAD) from None
-            raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
+            raise _located_in_region(err) from None
 
-    def validate_record_framing(self) -> None:
+    def validate_record_framing(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS) -> None:
         """Check that the records region (decompressed if needed) holds exactly ``records_count`` length-prefixed
         records and nothing else, without decoding their fields: what an append must prove before the batch is
-        written. O(size) for decompression, O(records) otherwise. Raises :class:`CorruptRecordError`."""
+        written. O(size) time, O(largest record) memory. Raises :class:`CorruptRecordError`."""
+        for _ in self.record_slices(limits, max_slice_records=_INT32_MAX, max_slice_bytes=_FRAMING_SLICE_BYTES):
+            pass
+
+    def record_slices(
+        self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS, *, max_slice_records: int, max_slice_bytes: int
+    ) -> Iterator[tuple[bytes, int]]:
+        """The (decompressed) records region cut at record boundaries: ``(bytes, record count)`` slices of at
+        most ``max_slice_records`` records, each ending at the first record boundary at or past
+        ``max_slice_bytes``. Records are framed by their lengths only (fields are not decoded) and checked
+        against ``limits``; the CRC is not checked. O(size) time, O(slice + largest record) memory. Errors are
+        located as in :meth:`records`."""
         if self._records_count < 0:
             raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
         compressed = self.compression is not CompressionType.NONE
-        region = self.decompressed_records_region()
-        end = len(region)
-        pos = 0
+        if not compressed and self.size_in_bytes > limits.max_batch_bytes:
+            raise RecordTooLargeError(
+                f"batch of {self.size_in_bytes} bytes exceeds the limit of {limits.max_batch_bytes}", position=8
+            )
+        slices = iter_record_slices(
+            self._region_pieces(limits.max_batch_bytes),
+            self._records_count,
+            max_record_bytes=limits.max_record_bytes,
+            max_slice_records=max_slice_records,
+            max_slice_bytes=max_slice_bytes,
+        )
         try:
-            for _ in range(self._records_count):
-                # Record lengths are one or two varint bytes almost always; those are decoded inline because
-                # this loop runs for every record of every append.
-                first = region[pos]
-                if first < 0x80:
-                    body_size, body_start = (first >> 1) ^ -(first & 1), pos + 1
-                elif pos + 1 < end and region[pos + 1] < 0x80:
-                    raw = (first & 0x7F) | (region[pos + 1] << 7)
-                    body_size, body_start = (raw >> 1) ^ -(raw & 1), pos + 2
-                else:
-                    body_size, body_start = decode_varint(region, pos)
-                if body_size < 6 or body_start + body_size > end:
-                    raise CorruptRecordError(f"invalid record size {body_size}", position=pos)
-                pos = body_start + body_size
-        except IndexError:
-            where = RECORD_BATCH_OVERHEAD if compressed else RECORD_BATCH_OVERHEAD + pos
-            raise CorruptRecordError("records region ends inside a record length", position=where) from None
+            yield from slices
+        except _RegionError as failure:
+            raise failure.error from None
         except CorruptRecordError as err:
             if compressed:
-                raise CorruptRecordError(f"in decompressed records at offset {err.position}: {err.message}",
-                                         position=RECORD_BATCH_OVERHEAD) from None
+                raise type(err)(
+                    f"in decompressed records at offset {err.position}: {err.message}",
+                    position=RECORD_BATCH_OVERHEAD,
+                ) from None
             raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
-        if pos != end:
-            where = RECORD_BATCH_OVERHEAD if compressed else RECORD_BATCH_OVERHEAD + pos
-            raise CorruptRecordError(
-                f"incorrect declared batch size, {end - pos} bytes remain after {self._records_count} records",
-                position=where,
-            )
 
     def records(self) -> list[Record]:
-        """Decode every record (decompressing first). O(size).
+        """Decode every record (decompressing first), without checking the CRC. O(size) time and memory.
 
         Raises :class:`CorruptRecordError` for a negative count, a record whose body does not match its declared
         length, bad varints, negative header counts/key sizes, or bytes left over after the declared count.
         Positions in errors are relative to the batch start; for a compressed batch a record error points at the
         compressed region (byte 61) and its message gives the offset inside the decompressed records.
         """
+        return list(self.iter_records(check_crc=False))
+
+    def iter_records(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS, *, check_crc: bool = True) -> Iterator[Record]:
+        """See :meth:`RecordBatch.iter_records`; errors are located as in :meth:`records`. O(size) time,
+        O(largest record) memory."""
+        if check_crc:
+            self.ensure_valid()
         if self._records_count < 0:
             raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
-        region = self.decompressed_records_region()
         compressed = self.compression is not CompressionType.NONE
-        log_append_time = self._max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
-        try:
-            return decode_records(
-                region,
-                self._records_count,
-                base_offset=self._base_offset,
-                base_timestamp=self._base_timestamp,
-                base_sequence=self._base_sequence,
-                log_append_time=log_append_time,
+        if not compressed and self.size_in_bytes > limits.max_batch_bytes:
+            raise RecordTooLargeError(
+                f"batch of {self.size_in_bytes} bytes exceeds the limit of {limits.max_batch_bytes}", position=8
             )
+        elif not compressed and self._records_count > self.size_in_bytes - RECORD_BATCH_OVERHEAD:
+            # Each record takes at least 7 bytes; refuse before looping over an absurd count.
+            raise CorruptRecordError(
+                f"record count {self._records_count} cannot fit in {self.size_in_bytes - RECORD_BATCH_OVERHEAD} "
+                "bytes of records",
+                position=RECORD_BATCH_OVERHEAD,
+            )
+        log_append_time = self._max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+        records = iter_decode_records(
+            self._region_pieces(limits.max_batch_bytes),
+            self._records_count,
+            base_offset=self._base_offset,
+            base_timestamp=self._base_timestamp,
+            base_sequence=self._base_sequence,
+            log_append_time=log_append_time,
+            max_record_bytes=limits.max_record_bytes,
+        )
+        try:
+            yield from records
+        except _RegionError as failure:
+            raise failure.error from None
         except CorruptRecordError as err:
             if compressed:
-                raise CorruptRecordError(
+                raise type(err)(
                     f"in decompressed records at offset {err.position}: {err.message}",
                     position=RECORD_BATCH_OVERHEAD,
                 ) from None
             raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
+
+    def _region_pieces(self, max_size: int) -> Iterator[bytes]:
+        """The records region, decompressed in pieces; a codec error comes out as :class:`_RegionError` holding
+        the error located in the batch, so :meth:`iter_records` does not take it for a record error."""
+        codec = self.compression
+        region = self.records_region()
+        if codec is CompressionType.NONE:
+            yield bytes(region)
+            return
+        try:
+            yield from decompress_chunks(codec, region, magic=MAGIC_V2, max_size=max_size)
+        except CorruptRecordError as err:
+            raise _RegionError(_located_in_region(err)) from None
 
     def raw_bytes(self) -> bytes:
         return bytes(self._buffer)
@@ -603,6 +682,22 @@ class DefaultRecordBatch(RecordBatch):
         )
 
 
+class _RegionError(Exception):
+    """Carries a decompression error through the record decoder, which would otherwise locate it as a record's."""
+
+    def __init__(self, error: CorruptRecordError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _located_in_region(err: CorruptRecordError) -> CorruptRecordError:
+    """A codec error (position inside the compressed region, or None) located in the batch."""
+    if err.position is None:
+        # The codec library cannot say where its input is damaged: point at the compressed region.
+        return type(err)(err.message, position=RECORD_BATCH_OVERHEAD)
+    return err.at(position_base=RECORD_BATCH_OVERHEAD)
+
+
 def decode_records(
     region: bytes,
     count: int,
@@ -620,33 +715,116 @@ def decode_records(
     if count > len(region):
         # Each record takes at least 7 bytes; refuse before looping over an absurd count.
         raise CorruptRecordError(f"record count {count} cannot fit in {len(region)} bytes of records", position=0)
-    records: list[Record] = []
-    append = records.append
+    return list(
+        iter_decode_records(
+            (region,),
+            count,
+            base_offset=base_offset,
+            base_timestamp=base_timestamp,
+            base_sequence=base_sequence,
+            log_append_time=log_append_time,
+            max_record_bytes=len(region),
+        )
+    )
+
+
+# Slices validate_record_framing asks for: big enough that slicing costs nothing per record, small enough that
+# framing a decompressed batch holds little of it.
+_FRAMING_SLICE_BYTES = 1 << 20
+
+# The longest varint32: a record length never takes more bytes than this.
+_MAX_VARINT_BYTES = 5
+
+
+def _gather(pieces: Iterator[bytes], buffer: bytes, position: int, need: int) -> bytes:
+    """``buffer[position:]`` extended with pieces until it holds ``need`` bytes or the pieces run out. O(need).
+
+    A lone piece is returned as it is (``join`` copies only when there are several): an uncompressed region is
+    not copied again."""
+    parts = [buffer[position:]] if position < len(buffer) else []
+    have = len(buffer) - position
+    while have < need:
+        piece = next(pieces, None)
+        if piece is None:
+            break
+        parts.append(piece)
+        have += len(piece)
+    return b"".join(parts)
+
+
+def iter_decode_records(
+    pieces: Iterable[bytes],
+    count: int,
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    base_sequence: int,
+    log_append_time: int | None,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> Iterator[Record]:
+    """Decode ``count`` magic-2 records (Kafka's ``DefaultRecord.readFrom``) from the stream of ``pieces``
+    (their concatenation is the records region), one at a time. O(stream) time, O(largest record + largest
+    piece) memory.
+
+    A record whose length passes ``max_record_bytes`` raises :class:`RecordTooLargeError` before its bytes are
+    gathered; every other flaw raises :class:`CorruptRecordError`, positions counted from the stream start. The
+    stream must end right after the last record.
+    """
+    source = iter(pieces)
+    region = b""
+    end = 0
     pos = 0
-    end = len(region)
+    consumed = 0  # stream position of region[0]
     start = 0
+    # This loop runs once per record of every read: one-byte varints (the common case) are decoded inline.
     try:
         for _ in range(count):
+            if end - pos < _MAX_VARINT_BYTES:
+                consumed += pos
+                region, pos = _gather(source, region, pos, _MAX_VARINT_BYTES), 0
+                end = len(region)
             start = pos
-            body_size, pos = decode_varint(region, pos)
-            if body_size < 0 or pos + body_size > end:
+            if pos >= end:
+                raise CorruptRecordError("buffer ends inside a varint", position=pos)
+            b = region[pos]
+            if b < 0x80:
+                body_size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                body_size, pos = decode_varint(region, pos)
+            if body_size > max_record_bytes:
+                raise RecordTooLargeError(f"record of {body_size} bytes exceeds the limit of {max_record_bytes}",
+                                          position=start)
+            body_end = pos + body_size
+            if body_end > end:
+                consumed += start
+                region = _gather(source, region, start, body_end - start)
+                end = len(region)
+                pos -= start
+                body_end -= start
+                start = 0
+            if body_size < 0 or body_end > end:
                 raise CorruptRecordError(
                     f"invalid record size: expected {body_size} bytes in record payload, but only {end - pos} remain",
                     position=start,
                 )
-            body_end = pos + body_size
-            if pos >= end:
+            if pos >= body_end:
                 raise CorruptRecordError("record ends before its attributes byte", position=start)
             pos += 1  # record attributes: unused
-            timestamp_delta, pos = decode_varlong(region, pos)
             b = region[pos]
-            if b < 0x80:  # one-byte varint, inlined: the common case
+            if b < 0x80:
+                timestamp_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                timestamp_delta, pos = decode_varlong(region, pos)
+            b = region[pos]
+            if b < 0x80:
                 offset_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
                 offset_delta, pos = decode_varint(region, pos)
             b = region[pos]
-            if b < 0x80:  # one-byte varint, inlined: the common case
+            if b < 0x80:
                 key_size = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
@@ -659,7 +837,7 @@ def decode_records(
             else:
                 key = None
             b = region[pos]
-            if b < 0x80:  # one-byte varint, inlined: the common case
+            if b < 0x80:
                 value_size = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
@@ -672,7 +850,7 @@ def decode_records(
             else:
                 value = None
             b = region[pos]
-            if b < 0x80:  # one-byte varint, inlined: the common case
+            if b < 0x80:
                 header_count = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
@@ -681,25 +859,7 @@ def decode_records(
                 raise CorruptRecordError(f"found invalid number of record headers {header_count}", position=start)
             headers: tuple[Header, ...] = ()
             if header_count:
-                header_list = []
-                for _ in range(header_count):
-                    header_key_size, pos = decode_varint(region, pos)
-                    if header_key_size < 0 or pos + header_key_size > body_end:
-                        raise CorruptRecordError(f"invalid header key size {header_key_size}", position=start)
-                    # Kafka decodes header keys leniently (replacement characters); surrogateescape is as lenient
-                    # and keeps the exact bytes, so a batch re-encodes byte for byte.
-                    header_key = region[pos : pos + header_key_size].decode("utf-8", "surrogateescape")
-                    pos += header_key_size
-                    header_value_size, pos = decode_varint(region, pos)
-                    if header_value_size >= 0:
-                        if pos + header_value_size > body_end:
-                            raise CorruptRecordError(f"invalid header value size {header_value_size}", position=start)
-                        header_value: bytes | None = region[pos : pos + header_value_size]
-                        pos += header_value_size
-                    else:
-                        header_value = None
-                    header_list.append(Header(header_key, header_value))
-                headers = tuple(header_list)
+                headers, pos = _decode_headers(region, pos, body_end, header_count, start)
             if pos != body_end:
                 raise CorruptRecordError(
                     f"invalid record size: expected to read {body_size} bytes in record payload, but read "
@@ -711,25 +871,122 @@ def decode_records(
             stored_timestamp = base_timestamp + timestamp_delta
             if not _INT64_MIN <= stored_timestamp <= _INT64_MAX:
                 stored_timestamp = _java_long(stored_timestamp)
-            append(
-                Record(
-                    base_offset + offset_delta,
-                    stored_timestamp if log_append_time is None else log_append_time,
-                    key,
-                    value,
-                    headers,
-                    NO_SEQUENCE if base_sequence < 0 else increment_sequence(base_sequence, offset_delta),
-                    body_end - start,
-                    stored_timestamp,
-                )
+            yield Record(
+                base_offset + offset_delta,
+                stored_timestamp if log_append_time is None else log_append_time,
+                key,
+                value,
+                headers,
+                NO_SEQUENCE if base_sequence < 0 else increment_sequence(base_sequence, offset_delta),
+                body_end - start,
+                stored_timestamp,
             )
     except IndexError:
-        raise CorruptRecordError("record runs past the end of the records region", position=start) from None
-    if pos != end:
         raise CorruptRecordError(
-            f"incorrect declared batch size, {end - pos} bytes remain after {count} records", position=pos
+            "record runs past the end of the records region", position=consumed + start
+        ) from None
+    except CorruptRecordError as err:
+        raise err.at(position_base=consumed) from None
+    left = end - pos + sum(len(piece) for piece in source)
+    if left:
+        raise CorruptRecordError(
+            f"incorrect declared batch size, {left} bytes remain after {count} records", position=consumed + pos
         )
-    return records
+
+
+def iter_record_slices(
+    pieces: Iterable[bytes],
+    count: int,
+    *,
+    max_record_bytes: int,
+    max_slice_records: int,
+    max_slice_bytes: int,
+) -> Iterator[tuple[bytes, int]]:
+    """Frame ``count`` magic-2 records in the stream of ``pieces`` by their length varints alone and yield them
+    as ``(bytes, records)`` slices: a slice ends after ``max_slice_records`` records or at the first record
+    boundary at or past ``max_slice_bytes``. O(stream) time, O(slice + largest record + piece) memory.
+
+    A length below the 6-byte minimum body, a body running past the stream or bytes after the last record raise
+    :class:`CorruptRecordError`, a length above ``max_record_bytes`` :class:`RecordTooLargeError`; positions
+    are counted from the stream start.
+    """
+    source = iter(pieces)
+    region = b""
+    end = 0
+    pos = 0
+    consumed = 0  # stream position of region[0]
+    first = 0  # start of the slice being gathered, in region
+    records = 0
+    for _ in range(count):
+        start = pos
+        if end - pos < _MAX_VARINT_BYTES:
+            consumed += first
+            region = _gather(source, region, first, pos - first + _MAX_VARINT_BYTES)
+            pos -= first
+            start, first, end = pos, 0, len(region)
+        if pos >= end:
+            raise CorruptRecordError("buffer ends inside a varint", position=consumed + pos)
+        # Record lengths are one or two varint bytes almost always: the one-byte case is decoded inline because
+        # this loop runs for every record of every append.
+        b = region[pos]
+        if b < 0x80:
+            body_size = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            try:
+                body_size, pos = decode_varint(region, pos)
+            except CorruptRecordError as err:
+                raise err.at(position_base=consumed) from None
+        if body_size > max_record_bytes:
+            raise RecordTooLargeError(
+                f"record of {body_size} bytes exceeds the limit of {max_record_bytes}", position=consumed + start
+            )
+        body_end = pos + body_size
+        if body_end > end:
+            consumed += first
+            region = _gather(source, region, first, body_end - first)
+            pos, start, body_end = pos - first, start - first, body_end - first
+            first, end = 0, len(region)
+        if body_size < 6 or body_end > end:
+            raise CorruptRecordError(f"invalid record size {body_size}", position=consumed + start)
+        pos = body_end
+        records += 1
+        if records >= max_slice_records or pos - first >= max_slice_bytes:
+            yield region[first:pos], records
+            first, records = pos, 0
+    if records:
+        yield region[first:pos], records
+    left = end - pos + sum(len(piece) for piece in source)
+    if left:
+        raise CorruptRecordError(
+            f"incorrect declared batch size, {left} bytes remain after {count} records", position=consumed + pos
+        )
+
+
+def _decode_headers(
+    region: bytes, pos: int, body_end: int, header_count: int, start: int
+) -> tuple[tuple[Header, ...], int]:
+    """``header_count`` headers from ``pos`` inside a record ending at ``body_end``; errors point at the record
+    (``start``) or, for a varint, at the varint."""
+    header_list = []
+    for _ in range(header_count):
+        header_key_size, pos = decode_varint(region, pos)
+        if header_key_size < 0 or pos + header_key_size > body_end:
+            raise CorruptRecordError(f"invalid header key size {header_key_size}", position=start)
+        # Kafka decodes header keys leniently (replacement characters); surrogateescape is as lenient
+        # and keeps the exact bytes, so a batch re-encodes byte for byte.
+        header_key = region[pos : pos + header_key_size].decode("utf-8", "surrogateescape")
+        pos += header_key_size
+        header_value_size, pos = decode_varint(region, pos)
+        if header_value_size >= 0:
+            if pos + header_value_size > body_end:
+                raise CorruptRecordError(f"invalid header value size {header_value_size}", position=start)
+            header_value: bytes | None = region[pos : pos + header_value_size]
+            pos += header_value_size
+        else:
+            header_value = None
+        header_list.append(Header(header_key, header_value))
+    return tuple(header_list), pos
 
 
 def encode_record(

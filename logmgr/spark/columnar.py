@@ -190,15 +190,18 @@ class ColumnarDecoder:
         """Whether the queue holds magic 0/1 messages (the two kinds are flushed separately). O(1)."""
         return bool(self._legacy)
 
-    def add(self, batch: DefaultRecordBatch, region: bytes | memoryview, *, position: int) -> None:
-        """Queue a magic-2 batch found at ``position`` whose (decompressed) records region is ``region``. O(1);
-        the records are framed and decoded by :meth:`flush`.
+    def add(
+        self, batch: DefaultRecordBatch, region: bytes | memoryview, *, position: int, count: int | None = None
+    ) -> None:
+        """Queue a magic-2 batch found at ``position`` whose (decompressed) records region is ``region``, or a
+        slice of ``count`` whole records of it (a batch too large to decode at once comes in slices). O(1); the
+        records are framed and decoded by :meth:`flush`.
 
         Raises :class:`CorruptRecordError` for a record count the region cannot hold.
         """
         if self._legacy:
             raise RuntimeError("flush legacy rows before adding magic-2 batches")
-        count = batch.count_records()
+        count = batch.count_records() if count is None else count
         if count < 0 or count > len(region):
             # Each record takes at least 7 bytes: refuse an absurd count before framing.
             self._raise_for(batch, position)
@@ -210,14 +213,11 @@ class ColumnarDecoder:
         self._rows += count
         self._bytes += len(region)
 
-    def add_legacy(self, batch: RecordBatch, *, position: int) -> None:
-        """Queue a magic 0/1 message (a plain message or a compressed wrapper) found at ``position``. O(size)."""
+    def add_legacy(self, batch: RecordBatch, records: list[Record]) -> None:
+        """Queue ``records``, decoded from a magic 0/1 message (a plain message or a compressed wrapper: all of
+        its records or a slice of them). O(1)."""
         if self._pending:
             raise RuntimeError("flush magic-2 rows before adding legacy batches")
-        try:
-            records = batch.records()
-        except CorruptRecordError as err:
-            raise err.at(self.path, position_base=position) from None
         self._legacy.append((batch, records))
         self._rows += len(records)
 

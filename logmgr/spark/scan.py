@@ -37,7 +37,7 @@ from logmgr.spark.columnar import TARGET_BYTES, TARGET_ROWS, ColumnarDecoder
 from logmgr.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 from logmgr.spark.schema import OutputColumns
 from segments.compression import CompressionType
-from segments.errors import InvalidPartitionDirError, StorageFormatError
+from segments.errors import InvalidPartitionDirError, RecordTooLargeError, StorageFormatError
 from segments.log_segment import LogSegment
 from segments.naming import (
     SNAPSHOT_SUFFIX,
@@ -502,7 +502,12 @@ def read_slice(
                     batch.ensure_valid()
                     if decoder.pending_rows and not decoder.holds_legacy:
                         yield from flush()
-                    decoder.add_legacy(batch, position=found.position)
+                    # A wrapper may hold millions of messages: they are queued (and flushed) in slices.
+                    records = batch.iter_records(check_crc=False)
+                    while chunk := list(itertools.islice(records, TARGET_ROWS)):
+                        decoder.add_legacy(batch, chunk)
+                        if decoder.pending_rows >= TARGET_ROWS:
+                            yield from flush()
                 except StorageFormatError as err:
                     skip(err if err.path else err.at(str(path), position_base=found.position))
                     continue
@@ -536,10 +541,20 @@ def read_slice(
                 if decoder.holds_legacy:
                     yield from flush()
                 assert isinstance(batch, DefaultRecordBatch)
-                region = _decompressed(batch, str(path), found.position)
-                decoder.add(batch, region, position=found.position)
+                small = _small_region(batch)
+                if small is not None:
+                    decoder.add(batch, small, position=found.position)
+                else:
+                    # One batch larger than an Arrow batch (tens of millions of records, or a huge record): its
+                    # records are framed one at a time and decoded in slices, within the decode limits.
+                    for region, count in batch.record_slices(
+                        max_slice_records=TARGET_ROWS, max_slice_bytes=TARGET_BYTES
+                    ):
+                        decoder.add(batch, region, position=found.position, count=count)
+                        if decoder.pending_rows >= TARGET_ROWS or decoder.pending_bytes >= TARGET_BYTES:
+                            yield from flush()
             except StorageFormatError as err:
-                skip(err)
+                skip(err if err.path else err.at(str(path), position_base=found.position))
                 continue
             stats.batches += 1
             if decoder.pending_rows >= TARGET_ROWS or decoder.pending_bytes >= TARGET_BYTES:
@@ -549,13 +564,18 @@ def read_slice(
         segment.close()
 
 
-def _decompressed(batch: DefaultRecordBatch, path: str, position: int) -> bytes | memoryview:
+def _small_region(batch: DefaultRecordBatch) -> bytes | memoryview | None:
+    """The batch's records region when it fits one Arrow batch (the columnar decoder frames it vectorised), None
+    when it does not: more than ``TARGET_ROWS`` records or ``TARGET_BYTES`` bytes decompressed. O(region), and
+    O(TARGET_BYTES) memory at most."""
+    if batch.records_count > TARGET_ROWS:
+        return None
     if batch.compression is CompressionType.NONE:
-        return batch.records_region()
+        return batch.records_region() if batch.size_in_bytes <= TARGET_BYTES else None
     try:
-        return batch.decompressed_records_region()
-    except StorageFormatError as err:
-        raise err.at(path, position_base=position) from None
+        return batch.decompressed_records_region(max_size=TARGET_BYTES)
+    except RecordTooLargeError:
+        return None
 
 
 def _is_abort_marker(batch: RecordBatch) -> bool:
