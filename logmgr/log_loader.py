@@ -56,7 +56,7 @@ from segments.naming import (
     log_file,
     offset_from_file_name,
 )
-from segments.records import RecordBatch
+from segments.records import MAGIC_V2, RecordBatch
 from segments.transactions import TransactionTracker
 
 logger = logging.getLogger("logmgr.loader")
@@ -396,6 +396,12 @@ def _replay(
             continue
         for found in segment.batches(begin.position):
             batch = found.batch
+            if batch.magic < MAGIC_V2:
+                # Producer state comes from v2 batches only (Kafka's loader); a legacy wrapper's base offset would
+                # need its (possibly hostile) compressed content decoded.
+                if batch.last_offset >= last_offset:
+                    break
+                continue
             if batch.base_offset >= last_offset:
                 break
             if batch.last_offset >= from_offset:

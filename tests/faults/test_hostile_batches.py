@@ -235,3 +235,17 @@ def test_startup_recovery_of_hostile_batches_stays_bounded(tmp_path: Path, codec
 
     _, peak = _peak(recover)
     assert peak < 2 * STREAMED_PEAK
+
+
+@pytest.mark.parametrize("codec", LEGACY_CODECS)
+def test_bug_startup_on_nested_legacy_wrappers_raised_an_error_naming_no_file(tmp_path: Path, codec: CompressionType) -> None:
+    """Was: the producer-state replay of a load read a legacy wrapper's base offset, decompressing wrappers nested
+    30 deep, and the load failed with a CorruptRecordError naming no file. Kafka's loader takes producer state from
+    v2 batches only; the nesting is refused when a reader decodes the wrapper."""
+    pdir = write_partition(tmp_path, [legacy_nested(codec, 30)])
+    for clean in (True, False):
+        log = load_log(pdir, LogConfig.from_properties({}), clock=ManualClock(1_700_000_000_000), had_clean_shutdown=clean)
+        assert log.log_end_offset == 1
+        log.close()
+    result = CliRunner().invoke(read, [str(tmp_path), "hostile-0"])
+    assert result.exit_code == 1 and "00000000000000000000.log" in result.stderr
