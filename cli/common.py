@@ -152,6 +152,26 @@ def topic_partition_argument(text: str) -> TopicPartition:
         raise Failure(f"{text[:300]!r} is not a valid TOPIC-P: {err.message}") from None
 
 
+def partitions_option(what: str) -> Callable[[F], F]:
+    """``--partition TOPIC-P`` (repeatable, each checked by :func:`topic_partition_argument`, a bad one is a usage
+    error) into ``partitions: list[TopicPartition]``; ``what`` completes the help ("Flush only this partition"). O(1)."""
+
+    def parse(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[TopicPartition]:
+        try:
+            return [topic_partition_argument(value) for value in values]
+        except Failure as err:
+            raise click.BadParameter(err.message) from None
+
+    return click.option(
+        "--partition",
+        "partitions",
+        multiple=True,
+        metavar="TOPIC-P",
+        callback=parse,
+        help=f"{what} only this partition (repeatable); default: every partition of LOGDIR.",
+    )
+
+
 def refuse_links(log_dir: Path, partition_dirs: Iterable[Path] | None = None) -> None:
     """Raise :class:`Failure` when a command about to write into ``log_dir`` could follow a symbolic link. O(entries).
 

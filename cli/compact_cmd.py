@@ -8,9 +8,8 @@ from pathlib import Path
 
 import click
 
-from cli.common import one_line_errors
+from cli.common import one_line_errors, partitions_option
 from cli.config_options import ConfigOptions, build_resolver, topic_config_options
-from cli.flush_cmd import _parse_partition
 from cli.plan_output import echo_plan, run_plan
 from logmgr.cleaner.offline import iter_compacted, plan_compact
 from logmgr.offline.scan import require_log_dir, scan_log_dir
@@ -19,14 +18,7 @@ from segments.naming import TopicPartition
 
 @click.command()
 @click.argument("logdir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "--partition",
-    "partitions",
-    multiple=True,
-    metavar="TOPIC-P",
-    callback=_parse_partition,
-    help="Compact only this partition (repeatable); default: every compacted partition of LOGDIR.",
-)
+@partitions_option("Compact")
 @topic_config_options
 @click.option(
     "--only-dirty",

@@ -7,32 +7,16 @@ from pathlib import Path
 
 import click
 
-from cli.common import Failure, one_line_errors, topic_partition_argument
+from cli.common import one_line_errors, partitions_option
 from cli.plan_output import echo_plan, run_plan
 from logmgr.offline.flush import plan_flush
 from logmgr.offline.scan import require_log_dir, scan_log_dir
 from segments.naming import TopicPartition
 
 
-def _parse_partition(
-    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
-) -> list[TopicPartition]:
-    try:
-        return [topic_partition_argument(value) for value in values]
-    except Failure as err:
-        raise click.BadParameter(err.message) from None
-
-
 @click.command()
 @click.argument("logdir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "--partition",
-    "partitions",
-    multiple=True,
-    metavar="TOPIC-P",
-    callback=_parse_partition,
-    help="Flush only this partition (repeatable); default: every partition of LOGDIR.",
-)
+@partitions_option("Flush")
 @click.option("--dry-run", is_flag=True, help="Print the plan (files to fsync, checkpoint entries) and change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan (and what was done) as one JSON object.")
 @one_line_errors
