@@ -597,7 +597,7 @@ class LogManager:
             self._manual_cleanup_requests = 0
             window_forced = self._manual_delete_runs > 0
             self._manual_delete_runs = max(0, self._manual_delete_runs - 1)
-        report = self._run_cleanup(manual, window_forced or self.broker.delete_window_open(now))
+        report = self._run_cleanup(self.log_dirs(), manual, window_forced or self.broker.delete_window_open(now))
         self.last_cleanup = report
         if report.deletions:
             logger.info("cleanup scheduled %d bytes for deletion", report.bytes_freed)
@@ -605,9 +605,8 @@ class LogManager:
 
     def check_disk_usage(self) -> dict[Path, DiskUsageState]:
         """The disk-check job (every ``logmgr.disk.check.interval.ms``, RocketMQ's 10 s check): measure each online
-        dir's real used space, mark it full or not, and when it is above the first tier clean it now rather than
-        at the next retention run. Returns each online dir's tier. O(dirs), plus a cleanup where a tier is
-        crossed."""
+        dir's real used space, mark it full or not, and clean each dir above the first tier now rather than at the
+        next retention run. Returns each online dir's tier. O(dirs), plus a cleanup of each dir above a tier."""
         states = {}
         for log_dir in self.log_dirs():
             if log_dir.state.offline:
@@ -616,17 +615,18 @@ class LogManager:
                 states[log_dir.path] = self._measure_disk(log_dir)
             except OSError as err:
                 self._mark_dir_offline(log_dir, err)
-        if any(state != "ok" for state in states.values()):
-            report = self._run_cleanup(0, self.broker.delete_window_open(self.clock.time_ms()))
+        pressed = [log_dir for log_dir in self.log_dirs() if states.get(log_dir.path, "ok") != "ok"]
+        if pressed:
+            report = self._run_cleanup(pressed, 0, self.broker.delete_window_open(self.clock.time_ms()))
             if report.deletions:
                 self.last_cleanup = report
                 logger.info("disk check scheduled %d bytes for deletion", report.bytes_freed)
         return states
 
-    def _run_cleanup(self, manual: int, window_open: bool) -> CleanupReport:
+    def _run_cleanup(self, dirs: Iterable[LogDir], manual: int, window_open: bool) -> CleanupReport:
         report = CleanupReport()
         with self._cleanup_lock:
-            for log_dir in self.log_dirs():
+            for log_dir in dirs:
                 if log_dir.state.offline:
                     continue
                 try:

@@ -149,6 +149,26 @@ def test_the_disk_check_job_runs_on_its_own_interval_and_acts_on_the_tier(make: 
     assert m.status()["dirs"][0]["full"] is False
 
 
+def test_the_disk_check_cleans_only_the_dirs_above_a_tier(make: Factory, tmp_path: Path) -> None:
+    def probe(path: Path) -> tuple[int, int]:
+        return (6_000 if path.name == "d1" else 0), 10_000
+
+    m = make(
+        [tmp_path / "d1", tmp_path / "d2"],
+        {**TIERS, **closed_window(), "log.retention.ms": str(MINUTE)},
+        disk_usage=probe,
+    )
+    m.startup()
+    pressed, calm = m.get_or_create_log("a", 0), m.get_or_create_log("b", 0)
+    assert (pressed.dir.parent.name, calm.dir.parent.name) == ("d1", "d2")
+    fill(pressed, 20, ts=T0 - HOUR)
+    fill(calm, 20, ts=T0 - HOUR)
+    states = m.check_disk_usage()
+    assert sorted(states.values()) == ["expired", "ok"]
+    assert pressed.segments.base_offsets() == [20]
+    assert calm.segments.base_offsets() == [0, 5, 10, 15]
+
+
 def test_the_disk_check_job_is_not_scheduled_without_tiers(make: Factory) -> None:
     m = make()
     m.startup()
