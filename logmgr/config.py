@@ -13,14 +13,28 @@ Topic configs are strict, as Kafka's topic validation is: a key that is not a su
 Broker files hold many settings unrelated to logs, so the broker loader ignores unknown keys, except keys in
 logmgr's own ``logmgr.`` namespace, where an unknown key is a typo.
 
-Beyond Kafka, :class:`BrokerConfig` carries RocketMQ-style space management settings (all off by default):
+Beyond Kafka, :class:`BrokerConfig` carries RocketMQ-style space management settings (all off by default). The
+three disk tiers are RocketMQ's ``diskMaxUsedSpaceRatio`` (75 there), ``diskSpaceCleanForciblyRatio`` (0.85) and
+``diskSpaceWarningLevelRatio`` (0.90); when several are set they must not decrease in that order:
 
+``logmgr.disk.max.used.ratio``
+    First tier: fraction of a log dir's file system (0 < r <= 1) above which ``retention.ms`` deletion runs even
+    outside ``logmgr.delete.when`` (RocketMQ's ``isSpaceToDelete``).
 ``logmgr.disk.usage.clean.ratio``
-    Fraction of a log dir's file system (0 < r <= 1) above which the oldest eligible segments of that dir are
-    deleted, ignoring ``retention.ms`` (never the high-watermark bound), until usage falls below it.
+    Second tier: fraction above which the oldest eligible segments of that dir are deleted, ignoring
+    ``retention.ms`` (never the high-watermark bound), until usage falls below it.
 ``logmgr.disk.usage.warn.ratio``
-    Fraction above which the dir is marked full and appends to its logs are rejected until usage falls. When
-    both ratios are set, the clean ratio may not exceed the warn ratio (cleaning must start before appends stop).
+    Third tier: fraction above which the dir is marked full and appends to its logs are rejected until usage
+    falls.
+``logmgr.disk.check.interval.ms``
+    Period of the disk-check job that measures each dir's real used space and acts on its tier (RocketMQ checks
+    every 10 s), independently of ``log.retention.check.interval.ms``.
+``logmgr.group.commit.enable``
+    Appends that reach ``flush.messages`` wait for a shared flusher thread instead of fsyncing themselves, so
+    concurrent appenders share fsyncs (RocketMQ's ``GroupCommitService``).
+``logmgr.group.commit.timeout.ms``
+    How long such an append waits for its fsync before :class:`~logmgr.errors.GroupCommitTimeoutError` (5000,
+    RocketMQ's ``syncFlushTimeout``).
 ``logmgr.delete.when``
     Local hours in which time-based (``retention.ms``) deletion may run: ``04``, ``02-05`` (02:00 to 05:59),
     ``22-02`` (wraps past midnight) or several items separated by ``;`` or ``,``. Absent: any hour. Disk-usage
@@ -36,6 +50,7 @@ Nothing here reads clocks; only :func:`load_server_properties` touches files.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 import re
 from collections.abc import Mapping
@@ -465,6 +480,8 @@ class BrokerConfig:
     """Read plus write rate the cleaners are throttled to (Kafka's default: Double.MaxValue, unthrottled)."""
     log_cleaner_backoff_ms: int = _config("log.cleaner.backoff.ms", "long", 15_000, at_least=0)
     """Pause of the cleaner job between two passes that found nothing to clean."""
+    disk_max_used_ratio: float | None = _config("logmgr.disk.max.used.ratio", "ratio", None)
+    """Disk usage above which expired segments are deleted even outside the delete window (None: off)."""
     disk_usage_clean_ratio: float | None = _config("logmgr.disk.usage.clean.ratio", "ratio", None)
     """Disk usage above which a dir's oldest eligible segments are deleted regardless of age (None: off)."""
     disk_usage_warn_ratio: float | None = _config("logmgr.disk.usage.warn.ratio", "ratio", None)
@@ -475,6 +492,12 @@ class BrokerConfig:
     """Pause between two physical file deletions (0: none)."""
     delete_force_after_ms: int = _config("logmgr.delete.force.after.ms", "long", 120_000, at_least=0)
     """How long a reader's reference may delay the unlink of a due segment's files."""
+    disk_check_interval_ms: int = _config("logmgr.disk.check.interval.ms", "long", 10_000, at_least=1)
+    """Period of the disk-check job (RocketMQ's 10 s)."""
+    group_commit_enable: bool = _config("logmgr.group.commit.enable", "boolean", False)
+    """Appends due for a flush share the fsyncs of one flusher thread."""
+    group_commit_timeout_ms: int = _config("logmgr.group.commit.timeout.ms", "long", 5_000, at_least=1)
+    """How long a group-committed append waits for durability before it fails."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -513,18 +536,23 @@ class BrokerConfig:
         """Raise :class:`ConfigError` unless every value has its Kafka type and range. O(1).
 
         Also checks that the topic defaults form a valid :class:`LogConfig` (errors name the broker key) and
-        that ``logmgr.disk.usage.clean.ratio`` does not exceed ``logmgr.disk.usage.warn.ratio``. Construction
-        calls it, so a ``BrokerConfig`` that exists is valid.
+        that the disk tiers set (``logmgr.disk.max.used.ratio``, ``logmgr.disk.usage.clean.ratio``,
+        ``logmgr.disk.usage.warn.ratio``) do not decrease in that order: each tier must start before the next.
+        Construction calls it, so a ``BrokerConfig`` that exists is valid.
         """
         specs = _BROKER_SPECS
         for name, spec in specs.items():
             spec.check(getattr(self, name))
-        clean, warn = self.disk_usage_clean_ratio, self.disk_usage_warn_ratio
-        if clean is not None and warn is not None and clean > warn:
-            raise ConfigError(
-                specs["disk_usage_clean_ratio"].key,
-                f"invalid value {clean!r}: greater than {specs['disk_usage_warn_ratio'].key} ({warn!r})",
-            )
+        tiers = [
+            (name, getattr(self, name))
+            for name in ("disk_max_used_ratio", "disk_usage_clean_ratio", "disk_usage_warn_ratio")
+            if getattr(self, name) is not None
+        ]
+        for (lower, low), (upper, high) in itertools.pairwise(tiers):
+            if low > high:
+                raise ConfigError(
+                    specs[lower].key, f"invalid value {low!r}: greater than {specs[upper].key} ({high!r})"
+                )
         try:
             self.log_config()
         except ConfigError as err:

@@ -90,3 +90,9 @@ class PlanStaleError(LogmgrError):
 class PlanError(LogmgrError):
     """Planning an offline operation found something it must not act on (a corrupt file, a dir that needs
     recovery first); nothing was written."""
+
+
+class GroupCommitTimeoutError(LogmgrError):
+    """A group-committed append was written but its fsync did not complete within
+    ``logmgr.group.commit.timeout.ms`` (RocketMQ's FLUSH_DISK_TIMEOUT): the records are in the log, not yet
+    known to be durable."""

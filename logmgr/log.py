@@ -42,6 +42,7 @@ from logmgr.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
+from logmgr.group_commit import GroupCommitService
 from logmgr.leader_epoch_cache import LeaderEpochCache
 from logmgr.log_segments import LogSegments
 from logmgr.producer_state import AppendOrigin, ProducerStateManager
@@ -242,6 +243,8 @@ class Log:
         self.dir_state = LogDirState()
         self._closed = False
         self._offline_error: OSError | None = None
+        # Set by the LogManager under logmgr.group.commit.enable: due flushes go to its shared flusher thread.
+        self.group_commit: GroupCommitService | None = None
 
     # -- offsets ------------------------------------------------------------------------------------------------
 
@@ -494,9 +497,12 @@ class Log:
                 self.producer_state.complete_txn(ended)
             self._publish_end(last.last_offset + 1)
             self.producer_state.update_map_end_offset(self._log_end_offset)
+            committer = None
             if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
-                self.flush(self._log_end_offset)
-            return LogAppendInfo(
+                committer = self.group_commit
+                if committer is None:
+                    self.flush(self._log_end_offset)
+            appended = LogAppendInfo(
                 first.base_offset,
                 last.last_offset,
                 max_batch.max_timestamp,
@@ -507,6 +513,10 @@ class Log:
                 len(stamped),
                 sum(b.records_count for b in stamped),
             )
+        if committer is not None:
+            # Outside the writer lock: the flusher takes it, and other appenders queue behind the same fsync.
+            committer.wait_durable(self, appended.last_offset + 1)
+        return appended
 
     # -- roll -----------------------------------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """The LogManager: every partition log of one or more log dirs, and the scheduled jobs that keep them.
 
-Kafka's ``LogManager`` (format doc §5-§7), plus RocketMQ-style space management (disk-usage watermarks, a daily
-delete window, manual cleanup requests, throttled and reader-safe physical deletion).
+Kafka's ``LogManager`` (format doc §5-§7), plus RocketMQ-style space management and durability: the three disk
+tiers checked by their own job (``logmgr.disk.check.interval.ms``) from each dir's real used space, a daily delete
+window, manual deletion (RocketMQ's ``executeDeleteFilesManually``) and "delete the N oldest" requests, throttled
+and reader-safe physical deletion, and group commit (one flusher thread whose fsyncs concurrent appenders share).
 
 Startup per log dir: take ``.lock`` (refusing a dir another process holds), note and remove the clean-shutdown
 marker, remove the temporaries of interrupted checkpoint writes, read the recovery-point and log-start-offset
@@ -46,9 +48,11 @@ from logmgr.clock import Clock, SystemClock
 from logmgr.config import BrokerConfig, LogConfig
 from logmgr.dir_lock import LogDirLock
 from logmgr.errors import KafkaStorageError, LogmgrError
+from logmgr.group_commit import GroupCommitService
 from logmgr.log import Log, LogDirState
 from logmgr.log_loader import load_log
 from logmgr.retention import (
+    DiskUsageState,
     LogSnapshot,
     PlannedDeletion,
     disk_usage_state,
@@ -70,6 +74,10 @@ JOB_LOG_START_OFFSET_CHECKPOINT = "kafka-log-start-offset-checkpoint"
 JOB_DELETE_LOGS = "kafka-delete-logs"
 JOB_PRODUCER_EXPIRATION = "PeriodicProducerExpirationCheck"
 JOB_LOG_CLEANER = "kafka-log-cleaner"
+JOB_DISK_CHECK = "logmgr-disk-check"
+MANUAL_DELETE_RUNS = 20
+"""RocketMQ's ``MAX_MANUAL_DELETE_FILE_TIMES``: cleanup runs one :meth:`LogManager.execute_delete_files_manually`
+opens the delete window for."""
 
 _SKIPPED_DIRS = frozenset({"remote-log-index-cache"})
 # The files at the top of a log dir that are written through a ``.tmp`` (atomic replace).
@@ -105,6 +113,8 @@ class LogDir:
     logs: dict[TopicPartition, Log] = field(default_factory=dict)
     loaded_all: bool = False
     removed_temporaries: list[str] = field(default_factory=list)
+    disk_state: DiskUsageState = "ok"
+    """The disk tier its last usage check found."""
 
 
 @dataclass(slots=True)
@@ -165,6 +175,14 @@ class LogManager:
         self._dirs: dict[Path, LogDir] = {}
         self._deleted_dirs: list[_PendingDirDeletion] = []
         self._manual_cleanup_requests = 0
+        self._manual_delete_runs = 0
+        # One cleanup at a time: the retention job and the disk-check job both plan from snapshots of the same logs.
+        self._cleanup_lock = threading.Lock()
+        self.group_commit = (
+            GroupCommitService(broker.group_commit_timeout_ms, name="logmgr-group-commit")
+            if broker.group_commit_enable
+            else None
+        )
         self._one_shot_ids = itertools.count()
         self._started = False
         self.last_cleanup: CleanupReport | None = None
@@ -216,6 +234,8 @@ class LogManager:
                 raise
             self._schedule_jobs()
             self.scheduler.startup()
+            if self.group_commit is not None:
+                self.group_commit.start()
             self._started = True
 
     def _lock_dir(self, path: Path) -> LogDir:
@@ -324,6 +344,7 @@ class LogManager:
             producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
         )
         log.dir_state = log_dir.state
+        log.group_commit = self.group_commit
         return log
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
@@ -367,6 +388,10 @@ class LogManager:
             delay_ms=broker.producer_id_expiration_check_interval_ms,
             period_ms=broker.producer_id_expiration_check_interval_ms,
         )
+        if self._disk_tiers_enabled():
+            self.scheduler.schedule(
+                JOB_DISK_CHECK, self.check_disk_usage, delay_ms=delay, period_ms=broker.disk_check_interval_ms
+            )
         if broker.log_cleaner_enable and broker.log_cleaner_threads > 0:
             self.scheduler.schedule(
                 JOB_LOG_CLEANER, self.cleaner.run_pass, delay_ms=delay, period_ms=max(1, broker.log_cleaner_backoff_ms)
@@ -381,6 +406,9 @@ class LogManager:
                 return
         # Not under the manager's lock: a running job may need it to finish, and the shutdown waits for the job.
         self.scheduler.shutdown(wait=True)
+        if self.group_commit is not None:
+            # Appenders still waiting get their fsync before the logs close.
+            self.group_commit.stop()
         with self._lock:
             if not self._started:
                 return
@@ -477,6 +505,7 @@ class LogManager:
             except (OSError, KafkaStorageError) as err:
                 raise self._dir_failure(log_dir, f"creating the log of {tp}", err) from err
             log.dir_state = log_dir.state
+            log.group_commit = self.group_commit
             # Listed before its metadata is written: if that write fails (taking the dir offline), shutdown still
             # closes the log.
             log_dir.logs[tp] = log
@@ -540,51 +569,101 @@ class LogManager:
 
     def request_manual_cleanup(self, segments: int = 1) -> None:
         """Ask the next ``cleanup_logs`` to delete up to ``segments`` more of the oldest eligible segments per log
-        dir, whatever the retention settings say (RocketMQ's manual delete). O(1)."""
+        dir, whatever the retention settings say. O(1)."""
         with self._lock:
             self._manual_cleanup_requests += max(0, segments)
 
+    def execute_delete_files_manually(self, runs: int = MANUAL_DELETE_RUNS) -> None:
+        """RocketMQ's ``executeDeleteFilesManually``: the next ``runs`` cleanup runs (:meth:`cleanup_logs`) ignore
+        ``logmgr.delete.when`` and delete what ``retention.ms`` has expired at any hour; retention itself still
+        decides what goes. Sets the count (a second call restarts it, as RocketMQ does). O(1)."""
+        if runs < 0:
+            raise ValueError(f"manual deletion runs must be >= 0, got {runs}")
+        with self._lock:
+            self._manual_delete_runs = runs
+
+    @property
+    def manual_delete_runs(self) -> int:
+        """Cleanup runs still to ignore the delete window. O(1)."""
+        with self._lock:
+            return self._manual_delete_runs
+
     def cleanup_logs(self) -> CleanupReport:
-        """Kafka's cleanupLogs for ``cleanup.policy=delete`` logs, plus disk-usage pressure, the daily delete
-        window and manual requests. O(logs x segments)."""
-        report = CleanupReport()
+        """Kafka's cleanupLogs for ``cleanup.policy=delete`` logs, plus the disk tiers, the daily delete window,
+        manual deletion runs and "delete the N oldest" requests. O(logs x segments)."""
         now = self.clock.time_ms()
-        time_rule_allowed = self.broker.delete_window_open(now)
         with self._lock:
             manual = self._manual_cleanup_requests
             self._manual_cleanup_requests = 0
-            dirs = list(self._dirs.values())
-        for log_dir in dirs:
-            if log_dir.state.offline:
-                continue
-            try:
-                self._cleanup_dir(log_dir, manual, time_rule_allowed, report)
-            except (KafkaStorageError, OSError) as err:
-                # One failing dir must not stop the cleanup of the others.
-                self._mark_dir_offline(log_dir, err)
+            window_forced = self._manual_delete_runs > 0
+            self._manual_delete_runs = max(0, self._manual_delete_runs - 1)
+        report = self._run_cleanup(self.log_dirs(), manual, window_forced or self.broker.delete_window_open(now))
         self.last_cleanup = report
         if report.deletions:
             logger.info("cleanup scheduled %d bytes for deletion", report.bytes_freed)
         return report
 
-    def _cleanup_dir(self, log_dir: LogDir, manual: int, time_rule_allowed: bool, report: CleanupReport) -> None:
+    def check_disk_usage(self) -> dict[Path, DiskUsageState]:
+        """The disk-check job (every ``logmgr.disk.check.interval.ms``, RocketMQ's 10 s check): measure each online
+        dir's real used space, mark it full or not, and clean each dir above the first tier now rather than at the
+        next retention run. Returns each online dir's tier. O(dirs), plus a cleanup of each dir above a tier."""
+        states = {}
+        for log_dir in self.log_dirs():
+            if log_dir.state.offline:
+                continue
+            try:
+                states[log_dir.path] = self._measure_disk(log_dir)
+            except OSError as err:
+                self._mark_dir_offline(log_dir, err)
+        pressed = [log_dir for log_dir in self.log_dirs() if states.get(log_dir.path, "ok") != "ok"]
+        if pressed:
+            report = self._run_cleanup(pressed, 0, self.broker.delete_window_open(self.clock.time_ms()))
+            if report.deletions:
+                self.last_cleanup = report
+                logger.info("disk check scheduled %d bytes for deletion", report.bytes_freed)
+        return states
+
+    def _run_cleanup(self, dirs: Iterable[LogDir], manual: int, window_open: bool) -> CleanupReport:
+        report = CleanupReport()
+        with self._cleanup_lock:
+            for log_dir in dirs:
+                if log_dir.state.offline:
+                    continue
+                try:
+                    self._cleanup_dir(log_dir, manual, window_open, report)
+                except (KafkaStorageError, OSError) as err:
+                    # One failing dir must not stop the cleanup of the others.
+                    self._mark_dir_offline(log_dir, err)
+        return report
+
+    def _cleanup_dir(self, log_dir: LogDir, manual: int, window_open: bool, report: CleanupReport) -> None:
         # Kafka runs deleteOldSegments on every log (its cleaner thread does it for compacted ones): the
         # start-offset rule always, size and time only with `delete`; the space-management policies touch `delete`
         # logs only. A cleaning pass racing these deletions aborts its swap (LiveLogSource.replace_segments).
+        state = self._measure_disk(log_dir)
         retained = dict(log_dir.logs)
         logs = {tp: log for tp, log in retained.items() if log.config.delete}
-        snapshots = {tp: log.snapshot() for tp, log in logs.items()}
-        self._apply(logs, snapshots, self._disk_pressure_plan(log_dir, snapshots), report)
+        if state in ("clean", "full"):
+            snapshots = {tp: log.snapshot() for tp, log in logs.items()}
+            self._apply(logs, snapshots, self._disk_pressure_plan(log_dir, snapshots), report)
         if manual:
             # Fresh snapshots: disk pressure may just have deleted segments of these logs.
             snapshots = {tp: log.snapshot() for tp, log in logs.items()}
             self._apply(logs, snapshots, plan_manual_cleanup(snapshots, manual), report)
+        # RocketMQ's first tier: above diskMaxUsedSpaceRatio expired segments go whatever the hour.
+        time_rule_allowed = window_open or state != "ok"
         for tp, log in retained.items():
             plan = log.delete_old_segments(time_rule_allowed=time_rule_allowed)
             report.add(tp, plan.deletions)
             if plan.roll_first:
                 report.rolled.append(tp)
-        self._update_disk_state(log_dir)
+
+    def _disk_tiers_enabled(self) -> bool:
+        broker = self.broker
+        return any(
+            ratio is not None
+            for ratio in (broker.disk_max_used_ratio, broker.disk_usage_clean_ratio, broker.disk_usage_warn_ratio)
+        )
 
     def _disk_pressure_plan(
         self, log_dir: LogDir, snapshots: Mapping[TopicPartition, LogSnapshot]
@@ -593,8 +672,9 @@ class LogManager:
         if ratio is None or not snapshots:
             return []
         used, total = self._disk_usage(log_dir.path)
-        # Segments already renamed to .deleted will free their space shortly: count them as gone, so one burst of
-        # pressure does not delete more than needed while physical deletion waits for its delay.
+        # The tier is the file system's real usage (_measure_disk), but how much more to delete discounts the
+        # segments already renamed .deleted: they free their space when unlinked, and counting them again would
+        # delete more than needed while physical deletion waits for its delay.
         projected_used = max(0, used - self.deleter.pending_bytes())
         return plan_disk_pressure(snapshots, projected_used, total, ratio)
 
@@ -610,16 +690,21 @@ class LogManager:
             logs[tp].apply_deletions([d.base_offset for d in plan.deletions], plan.roll_first, reason=plan.deletions[0].reason)
             report.add(tp, plan.deletions)
 
-    def _update_disk_state(self, log_dir: LogDir) -> None:
-        clean, warn = self.broker.disk_usage_clean_ratio, self.broker.disk_usage_warn_ratio
-        if warn is None:
-            log_dir.state.full = False
-            return
-        used, total = self._disk_usage(log_dir.path)
-        state = disk_usage_state(max(0, used - self.deleter.pending_bytes()), total, clean, warn)
-        if (state == "full") != log_dir.state.full:
-            logger.warning("%s is %s", log_dir.path, "full: appends refused" if state == "full" else "no longer full")
+    def _measure_disk(self, log_dir: LogDir) -> DiskUsageState:
+        """The dir's disk tier from the file system's real used space (a segment pending deletion counts until it
+        is unlinked, as the disk sees it); marks the dir full above the third tier. O(1)."""
+        broker = self.broker
+        state: DiskUsageState = "ok"
+        if self._disk_tiers_enabled():
+            used, total = self._disk_usage(log_dir.path)
+            state = disk_usage_state(
+                used, total, broker.disk_usage_clean_ratio, broker.disk_usage_warn_ratio, broker.disk_max_used_ratio
+            )
+            if state != log_dir.disk_state:
+                logger.warning("%s: disk usage %d/%d B: tier %s -> %s", log_dir.path, used, total, log_dir.disk_state, state)
+        log_dir.disk_state = state
         log_dir.state.full = state == "full"
+        return state
 
     def flush_dirty_logs(self) -> None:
         """Flush every log whose last flush is ``flush.ms`` old; advances recovery points. O(logs)."""
@@ -751,6 +836,7 @@ class LogManager:
                     "offline": log_dir.state.offline,
                     "failure": log_dir.state.failure,
                     "full": log_dir.state.full,
+                    "diskTier": log_dir.disk_state,
                     "partitions": len(logs),
                     "segments": sum(len(log.segments) for log in logs),
                     "bytes": sum(log.size_in_bytes for log in logs),

@@ -14,8 +14,8 @@ files ``.deleted``). Everything follows Kafka's ``UnifiedLog`` (format doc §7):
   empty segment first (``deleteSegments``).
 
 Beyond Kafka, from RocketMQ: :func:`in_delete_window` (the daily hour window for time-based deletion),
-:func:`plan_disk_pressure` (delete the dir's globally oldest eligible segments while disk usage is above the
-clean ratio), :func:`disk_usage_state` and :func:`plan_manual_cleanup`.
+:func:`disk_usage_state` (the three disk tiers), :func:`plan_disk_pressure` (delete the dir's globally oldest
+eligible segments while disk usage is above the clean ratio) and :func:`plan_manual_cleanup`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from segments.log_segment import LogSegment
 
 DeletionReason = Literal["log-start-offset", "retention.bytes", "retention.ms", "disk-usage", "manual"]
-DiskUsageState = Literal["ok", "clean", "full"]
+DiskUsageState = Literal["ok", "expired", "clean", "full"]
 
 K = TypeVar("K")
 
@@ -422,19 +422,30 @@ def _checked_total(total_bytes: int) -> None:
 
 
 def disk_usage_state(
-    used_bytes: int, total_bytes: int, clean_ratio: float | None, warn_ratio: float | None
+    used_bytes: int,
+    total_bytes: int,
+    clean_ratio: float | None,
+    warn_ratio: float | None,
+    max_used_ratio: float | None = None,
 ) -> DiskUsageState:
-    """``"full"`` above ``warn_ratio`` (the dir rejects appends), else ``"clean"`` above ``clean_ratio`` (delete
-    the oldest eligible segments), else ``"ok"``; a ``None`` ratio is a check switched off. O(1).
+    """The tier of a log dir's file system, RocketMQ's three disk tiers (``CleanCommitLogService``). O(1).
 
-    The ratios come validated from :class:`~logmgr.config.BrokerConfig` (``0 < r <= 1``, clean <= warn when both
-    are set, so ``"full"`` implies cleaning is due too). Raises ``ValueError`` for ``total_bytes <= 0``.
+    ``"full"`` above ``warn_ratio`` (``diskSpaceWarningLevelRatio``: the dir rejects appends), else ``"clean"``
+    above ``clean_ratio`` (``diskSpaceCleanForciblyRatio``: delete the oldest eligible segments regardless of age),
+    else ``"expired"`` above ``max_used_ratio`` (``diskMaxUsedSpaceRatio``: delete expired segments even outside
+    the delete window), else ``"ok"``; a ``None`` ratio is a tier switched off. Each tier implies the work of the
+    ones below it. The ratios come validated from :class:`~logmgr.config.BrokerConfig` (``0 < r <= 1``, not
+    decreasing in tier order). Raises ``ValueError`` for ``total_bytes <= 0``.
     """
     _checked_total(total_bytes)
-    if warn_ratio is not None and used_bytes > warn_ratio * total_bytes:
-        return "full"
-    if clean_ratio is not None and used_bytes > clean_ratio * total_bytes:
-        return "clean"
+    tiers: tuple[tuple[DiskUsageState, float | None], ...] = (
+        ("full", warn_ratio),
+        ("clean", clean_ratio),
+        ("expired", max_used_ratio),
+    )
+    for state, ratio in tiers:
+        if ratio is not None and used_bytes > ratio * total_bytes:
+            return state
     return "ok"
 
 
