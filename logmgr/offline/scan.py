@@ -332,12 +332,18 @@ def index_findings(segment: LogSegment, *, is_last: bool) -> list[StorageFormatE
     except the preallocated zero fill the active segment of a running or crashed broker keeps. O(entries)."""
     log_size = segment.size
     findings: list[StorageFormatError] = []
-    for finding in [*segment.offset_index.check(log_size), *segment.time_index.check()]:
+    offsets, times = segment.offset_index, segment.time_index
+    for index, found in ((offsets, offsets.check(log_size)), (times, times.check())):
         # The active segment of a running or crashed broker keeps its indexes preallocated (zero-filled), and
-        # the first zero slot of an empty one reads as the entry (base, 0), which no 0-byte log can hold.
-        zero_fill = finding.message.startswith(UNTRIMMED_INDEX) or (log_size == 0 and finding.position == 0)
-        if not (is_last and zero_fill):
-            findings.append(finding)
+        # the first zero slot of an empty one reads as the entry (base, 0), which no 0-byte log can hold. A
+        # length that is no multiple of the entry size is never a preallocation.
+        whole_slots = index.length % index.entry_size == 0
+        for finding in found:
+            zero_fill = finding.message.startswith(UNTRIMMED_INDEX) or (
+                log_size == 0 and finding.position == 0 and whole_slots
+            )
+            if not (is_last and zero_fill):
+                findings.append(finding)
     return findings
 
 

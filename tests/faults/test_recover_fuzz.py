@@ -41,10 +41,10 @@ METADATA_DIR = "__cluster_metadata-0"
 
 
 def _log_dirs(root: Path) -> list[Path]:
-    """The broker log dirs below the fixtures: dirs holding partition dirs."""
+    """The broker log dirs below the fixtures: dirs holding partition dirs (other than the metadata log)."""
     found = []
     for directory in sorted(p for p in root.rglob("*") if p.is_dir()):
-        if any(c.is_dir() and is_partition_dir_name(c.name) for c in directory.iterdir()):
+        if any(c.is_dir() and is_partition_dir_name(c.name) and c.name != METADATA_DIR for c in directory.iterdir()):
             found.append(directory)
     return found
 
@@ -78,6 +78,9 @@ def _build_case(log_dir: Path, target: str, rng: random.Random, out: Path) -> No
             shutil.copy2(child, out / child.name)
     partition = target.split("/")[0] if "/" in target else rng.choice(partitions)
     shutil.copytree(log_dir / partition, out / partition)
+    # The fixtures are read-only: the copy must be writable, as a broker's dir is.
+    for path in [out, *out.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def _mutate(path: Path, mutation: str, rng: random.Random) -> None:
