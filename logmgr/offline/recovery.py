@@ -87,6 +87,7 @@ from logmgr.offline.scan import (
     read_regular_file,
     walk_valid_prefix,
 )
+from logmgr.verify import segment_index_problems
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE
 from segments.errors import CorruptIndexError, StorageFormatError
 from segments.file_records import FileRecords
@@ -593,7 +594,15 @@ class _PartitionPlanner:
                     self._drop(later, f"after the truncation of segment {filename_prefix_from_offset(base)}")
                 break
             if info.recovery_reason is None and info.rebuild_reason is None:
-                valid.append(filename_prefix_from_offset(base))
+                # The format checks of planning read no batch: what was just walked is checked against the
+                # indexes too (an entry at a wrong offset or position passes them, and misleads a broker's lookups).
+                # (A segment finishing a swap is checked once renamed, by the next run.)
+                log = _name(base, LOG_SUFFIX)
+                problems = [] if log in self.on_disk else segment_index_problems(self.directory / log)
+                if problems:
+                    info.rebuild_reason = f"index disagrees with the log ({problems[0]})"
+                else:
+                    valid.append(filename_prefix_from_offset(base))
         if valid:
             self.notes.append(f"recovered ({why}), valid to the end with intact indexes: {', '.join(valid)}")
 
@@ -795,17 +804,19 @@ class _PartitionPlanner:
         self.epochs = kept
         if not changed or after == before:
             return
-        old = [] if self.epoch_damage is not None else _entries(before, self.directory / LEADER_EPOCH_CHECKPOINT_FILE)
-        changes = tuple(
-            [f"removed epoch {e.epoch} at {e.start_offset}" for e in old if e not in kept]
-            + [f"added epoch {e.epoch} at {e.start_offset}" for e in kept if e not in old]
-        )
-        reason = (
-            f"malformed ({self.epoch_damage}): rebuilt from the partition leader epochs of the batches (lost: "
-            "epochs of offsets no longer in the log)"
-            if self.epoch_damage is not None
-            else f"epochs of the recovered batches assigned, entries truncated at the log end {end} and start {start}"
-        )
+        if self.epoch_damage is not None:
+            changes: tuple[str, ...] = (f"{len(kept)} entries from the batches",)
+            reason = (
+                f"malformed ({self.epoch_damage}): rebuilt from the partition leader epochs of the batches (lost: "
+                "an epoch no batch of the log carries, such as a leader that wrote nothing)"
+            )
+        else:
+            old = _entries(before, self.directory / LEADER_EPOCH_CHECKPOINT_FILE)
+            changes = tuple(
+                [f"removed epoch {e.epoch} at {e.start_offset}" for e in old if e not in kept]
+                + [f"added epoch {e.epoch} at {e.start_offset}" for e in kept if e not in old]
+            )
+            reason = f"epochs of the recovered batches assigned, entries truncated at the log end {end} and start {start}"
         self.actions.append(
             WriteFile(f"{self.view.name}/{LEADER_EPOCH_CHECKPOINT_FILE}", before, after, reason, changes)
         )

@@ -71,12 +71,16 @@ def _targets(root: Path) -> dict[str, list[tuple[Path, str]]]:
 
 def _build_case(log_dir: Path, target: str, rng: random.Random, out: Path) -> None:
     """The dir-level files of ``log_dir`` and one partition dir (the target's, or one at random) copied to ``out``."""
-    out.mkdir()
     partitions = sorted(c.name for c in log_dir.iterdir() if c.is_dir() and is_partition_dir_name(c.name) and c.name != METADATA_DIR)
+    copy_log_dir(log_dir, target.split("/")[0] if "/" in target else rng.choice(partitions), out)
+
+
+def copy_log_dir(log_dir: Path, partition: str, out: Path) -> None:
+    """A writable copy of ``log_dir``'s own files and of its partition dir ``partition`` at ``out``. O(bytes)."""
+    out.mkdir()
     for child in log_dir.iterdir():
         if child.is_file():
             shutil.copy2(child, out / child.name)
-    partition = target.split("/")[0] if "/" in target else rng.choice(partitions)
     shutil.copytree(log_dir / partition, out / partition)
     # The fixtures are read-only: the copy must be writable, as a broker's dir is.
     for path in [out, *out.rglob("*")]:
