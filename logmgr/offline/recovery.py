@@ -26,6 +26,14 @@ a deleted or created segment): the files of the others are left as a broker foun
 Beyond the loader, a segment whose ``.index`` or ``.timeindex`` breaks its format (or has no ``.timeindex``) gets
 its indexes rebuilt: a broker would not notice, and would answer lookups from the broken file. No record changes.
 
+Repairs, with or without the marker (a broker would fail on the file, or serve from it): a malformed
+``leader-epoch-checkpoint`` is rebuilt from the batches' partition leader epochs; producer snapshots failing their
+size or CRC are deleted (Kafka deletes them on load and replays); malformed offset checkpoints are rewritten from
+the partitions as the plan leaves them (recovery points at the log ends, log starts at the first segment bases,
+high watermarks and cleaner positions dropped), each reason saying what was lost. What cannot be rebuilt from the
+log (``partition.metadata``, ``meta.properties``) is quarantined as ``<name>.corrupt``. A segment a recovery walks
+whole and finds valid still gets its indexes rebuilt when they disagree with its batches (``verify``'s check).
+
 The clean-shutdown marker is never written. Left absent after a recovery, with every recovery point at its log
 end, a broker's own recovery re-reads only the last segment of each partition and changes nothing, and it
 rebuilds producer state by replay; with the marker it would skip that replay for a partition left without a
@@ -148,9 +156,8 @@ def plan_recovery(
     view: LogDirView, *, full: bool = False, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
 ) -> RecoveryPlan:
     """The plan that leaves ``view``'s dir as a broker's loader would (see the module doc), and the dir after it.
-    ``view`` is best scanned with ``lenient=True`` (a corrupt index is then something to repair, not an error).
-    Reads only; a malformed ``leader-epoch-checkpoint`` or an unreadable ``.swap`` segment raises its format error
-    naming the file. O(bytes of the segments recovered + files)."""
+    ``view`` is best scanned with ``lenient=True`` (a corrupt index or offset checkpoint is then something to
+    repair, not an error). Reads only; an unreadable ``.swap`` segment raises its format error naming the file. O(bytes of the segments recovered + files)."""
     unclean = full or not view.clean_shutdown
     partitions: list[PartitionPlan] = []
     recovered_views: list[PartitionView] = []
