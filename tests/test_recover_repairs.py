@@ -159,3 +159,16 @@ def test_timeindex_entry_at_an_offset_outside_the_segment_is_rebuilt_by_full_rec
     plan = _recover(log_dir, "--full")
     [rebuild] = _applied(plan, "rebuild-indexes")
     assert "disagrees with the log" in str(rebuild["reason"])
+
+
+def test_random_offset_index_beside_an_empty_log_is_not_taken_for_zero_fill(tmp_path: Path) -> None:
+    # Fuzz finding: 8 random bytes in the .index of an empty active segment passed as its first preallocated slot,
+    # and planning then read the .log at the entry's negative position (a ValueError, exit 1).
+    source = require_fixtures(KAFKA_REAL) / "kraft-4.2-clean" / "kafka-logs"
+    out = tmp_path / "data"
+    copy_log_dir(source, "demo-topic-0", out)
+    for path in [out, *out.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    (out / "demo-topic-0" / "00000000000000000000.index").write_bytes(bytes.fromhex("66ce7d6592261db3"))
+    plan = _recover(out, "--full")
+    assert _applied(plan, "rebuild-indexes")

@@ -336,15 +336,25 @@ def index_findings(segment: LogSegment, *, is_last: bool) -> list[StorageFormatE
     for index, found in ((offsets, offsets.check(log_size)), (times, times.check())):
         # The active segment of a running or crashed broker keeps its indexes preallocated (zero-filled), and
         # the first zero slot of an empty one reads as the entry (base, 0), which no 0-byte log can hold. A
-        # length that is no multiple of the entry size is never a preallocation.
-        whole_slots = index.length % index.entry_size == 0
+        # length that is no multiple of the entry size, or a first slot not zero, is never a preallocation.
         for finding in found:
             zero_fill = finding.message.startswith(UNTRIMMED_INDEX) or (
-                log_size == 0 and finding.position == 0 and whole_slots
+                log_size == 0
+                and finding.position == 0
+                and index.length % index.entry_size == 0
+                and _first_slot_zero(index.path, index.entry_size)
             )
             if not (is_last and zero_fill):
                 findings.append(finding)
     return findings
+
+
+def _first_slot_zero(path: Path, entry_size: int) -> bool:
+    try:
+        with open(path, "rb") as source:
+            return source.read(entry_size).count(0) == entry_size
+    except FileNotFoundError:
+        return True
 
 
 def _walk_tail(segment: LogSegment) -> tuple[int, int]:
