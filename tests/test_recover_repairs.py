@@ -172,3 +172,12 @@ def test_random_offset_index_beside_an_empty_log_is_not_taken_for_zero_fill(tmp_
     (out / "demo-topic-0" / "00000000000000000000.index").write_bytes(bytes.fromhex("66ce7d6592261db3"))
     plan = _recover(out, "--full")
     assert _applied(plan, "rebuild-indexes")
+
+
+def test_a_second_quarantine_keeps_the_first_corrupt_file(log_dir: Path) -> None:
+    meta = log_dir / META_PROPERTIES_FILE
+    for content in (b"version=x\n", b"version=y\n"):
+        meta.write_bytes(content)
+        _recover(log_dir)
+    assert (log_dir / (META_PROPERTIES_FILE + ".corrupt")).read_bytes() == b"version=x\n"
+    assert (log_dir / (META_PROPERTIES_FILE + ".corrupt.1")).read_bytes() == b"version=y\n"

@@ -285,12 +285,14 @@ def _quarantine(directory: Path, name: str, parse: Callable[[bytes, Path], objec
     try:
         parse(raw, path)
     except StorageFormatError as err:
-        relative = path.relative_to(directory.parent) if name == PARTITION_METADATA_FILE else Path(name)
-        return [
-            QuarantineFile(
-                relative.as_posix(), relative.as_posix() + CORRUPT_SUFFIX, len(raw), f"malformed ({err}): {lost}"
-            )
-        ]
+        relative = (path.relative_to(directory.parent) if name == PARTITION_METADATA_FILE else Path(name)).as_posix()
+        # An earlier quarantine's file is kept: the new one takes the first free name after it.
+        target = relative + CORRUPT_SUFFIX
+        copies = 0
+        while os.path.lexists(directory / Path(target).name):
+            copies += 1
+            target = f"{relative}{CORRUPT_SUFFIX}.{copies}"
+        return [QuarantineFile(relative, target, len(raw), f"malformed ({err}): {lost}")]
     return []
 
 
