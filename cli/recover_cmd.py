@@ -43,7 +43,10 @@ def recover(logdir: Path, dry_run: bool, full: bool, index_interval_bytes: int, 
     delete index files without their .log, rebuild missing or corrupt indexes and, after an unclean shutdown
     (no clean-shutdown marker), recover every segment from the recovery point on (cutting torn tails, dropping
     the segments after a cut); then fix leader-epoch-checkpoint, producer snapshots above the log end and the
-    recovery points. The plan is printed first, then each action as it completes. Takes the dir's .lock (exit 3
+    recovery points. Files rebuildable from the log are repaired whatever the marker says (malformed
+    leader-epoch-checkpoint rebuilt from the batches, corrupt producer snapshots deleted, malformed offset
+    checkpoints rewritten); partition.metadata and meta.properties that do not parse are quarantined as
+    <name>.corrupt. The plan is printed first, then each action as it completes. Takes the dir's .lock (exit 3
     when a broker holds it). The clean-shutdown marker is never written (--full deletes it when it changes the
     data of a dir marked clean).
 

@@ -214,9 +214,15 @@ def test_bug_cleanup_on_damaged_input_fails_planning_and_writes_nothing(tmp_path
         assert where in result.output and "Traceback" not in result.output
         assert len(result.output.strip().splitlines()) == 1
         assert _tree_hash(logdir) == before
+    if damage == "malformed-checkpoint":
+        # --recover-first repairs what can be rebuilt from the segments (tests/test_recover_repairs.py).
+        repaired = CliRunner().invoke(cleanup, [str(logdir), "--recover-first", "--dry-run"])
+        assert repaired.exit_code == 0 and "rewrite log-start-offset-checkpoint" in repaired.output
+        assert _tree_hash(logdir) == before
+        return
     if damage != "random-index":
         # A broker trusts the segments of a dir marked clean: --recover-first repairs what its loader would (a
-        # corrupt index), and still refuses what only `recover --full` repairs, or nothing can (a checkpoint).
+        # corrupt index), and still refuses what only `recover --full` repairs.
         refused = CliRunner().invoke(cleanup, [str(logdir), "--recover-first", "--dry-run"])
         assert refused.exit_code == 1 and "Traceback" not in refused.output
         assert _tree_hash(logdir) == before

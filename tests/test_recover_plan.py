@@ -358,27 +358,19 @@ def test_recover_full_recovers_what_the_marker_hides(tmp_path: Path) -> None:
     assert not CleanShutdownMarker.exists(log_dir)
 
 
-def test_recover_malformed_checkpoint_exits_1_naming_file_and_line_and_changes_nothing(tmp_path: Path) -> None:
+def test_recover_malformed_checkpoints_are_rebuilt_naming_file_and_line(tmp_path: Path) -> None:
+    # Once refused (exit 1); now repaired: tests/test_recover_repairs.py pins each repair.
     log_dir = _one_torn_segment(tmp_path, marker=False)
     checkpoint = log_dir / RECOVERY_POINT_CHECKPOINT_FILE
     checkpoint.write_bytes(b"0\n1\nt 0 notanumber\n")
-    before = read_tree(log_dir)
-    for args in (["recover", str(log_dir)], ["recover", "--dry-run", str(log_dir)]):
-        result = CliRunner().invoke(main, args)
-        assert result.exit_code == 1, result.output
-        lines = result.output.strip().splitlines()
-        assert len(lines) == 1 and f"{checkpoint}: line 3" in lines[0] and "Traceback" not in result.output
-        assert read_tree(log_dir) == before
-
-
-def test_recover_malformed_leader_epoch_checkpoint_exits_1(tmp_path: Path) -> None:
-    log_dir = _one_torn_segment(tmp_path, marker=False)
     epochs = log_dir / str(TP) / LEADER_EPOCH_CHECKPOINT_FILE
     epochs.write_bytes(b"0\n2\n1 0\n")
     before = read_tree(log_dir)
-    result = CliRunner().invoke(main, ["recover", str(log_dir)])
-    assert result.exit_code == 1 and str(epochs) in result.output and "Traceback" not in result.output
+    dry = CliRunner().invoke(main, ["recover", "--dry-run", str(log_dir)])
+    assert dry.exit_code == 0 and f"{checkpoint}: line 3" in dry.output and str(epochs) in dry.output
     assert read_tree(log_dir) == before
+    assert CliRunner().invoke(main, ["recover", str(log_dir)]).exit_code == 0
+    assert CliRunner().invoke(main, ["verify", str(log_dir)]).exit_code == 0
 
 
 def test_recover_usage_errors_exit_2(tmp_path: Path) -> None:

@@ -294,6 +294,21 @@ class RenameFile(Action):
         _fsync_dir(target.parent)
 
 
+CORRUPT_SUFFIX = ".corrupt"
+"""What a quarantined file is renamed to end with: no broker or logmgr reads it, an operator can."""
+
+
+@dataclass(frozen=True)
+class QuarantineFile(RenameFile):
+    """Set aside a file that cannot be rebuilt from the log (``partition.metadata``, ``meta.properties``): renamed
+    to ``<name>.corrupt``, so a broker no longer refuses the dir and the bytes stay for an operator."""
+
+    kind: ClassVar[str] = "quarantine"
+
+    def describe(self) -> str:
+        return f"quarantine {self.path} as {Path(self.target).name} ({self.size} B): {self.reason}"
+
+
 @dataclass(frozen=True)
 class WriteFile(Action):
     """Replace (or create) a small file atomically: a checkpoint, ``leader-epoch-checkpoint``, the clean-shutdown

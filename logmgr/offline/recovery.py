@@ -26,6 +26,14 @@ a deleted or created segment): the files of the others are left as a broker foun
 Beyond the loader, a segment whose ``.index`` or ``.timeindex`` breaks its format (or has no ``.timeindex``) gets
 its indexes rebuilt: a broker would not notice, and would answer lookups from the broken file. No record changes.
 
+Repairs, with or without the marker (a broker would fail on the file, or serve from it): a malformed
+``leader-epoch-checkpoint`` is rebuilt from the batches' partition leader epochs; producer snapshots failing their
+size or CRC are deleted (Kafka deletes them on load and replays); malformed offset checkpoints are rewritten from
+the partitions as the plan leaves them (recovery points at the log ends, log starts at the first segment bases,
+high watermarks and cleaner positions dropped), each reason saying what was lost. What cannot be rebuilt from the
+log (``partition.metadata``, ``meta.properties``) is quarantined as ``<name>.corrupt``. A segment a recovery walks
+whole and finds valid still gets its indexes rebuilt when they disagree with its batches (``verify``'s check).
+
 The clean-shutdown marker is never written. Left absent after a recovery, with every recovery point at its log
 end, a broker's own recovery re-reads only the last segment of each partition and changes nothing, and it
 rebuilds producer state by replay; with the marker it would skip that replay for a partition left without a
@@ -37,7 +45,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -48,16 +56,28 @@ from checkpoints.leader_epoch_checkpoint import (
     format_leader_epoch_checkpoint,
     parse_leader_epoch_checkpoint,
 )
-from checkpoints.offset_checkpoint import RECOVERY_POINT_CHECKPOINT_FILE, format_offset_checkpoint
+from checkpoints.meta_properties import META_PROPERTIES_FILE, parse_meta_properties
+from checkpoints.offset_checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    format_offset_checkpoint,
+    parse_offset_checkpoint,
+)
+from checkpoints.partition_metadata import PARTITION_METADATA_FILE, parse_partition_metadata
+from checkpoints.producer_snapshot import parse_producer_snapshot
 from logmgr.leader_epoch_cache import epochs_as_loaded, epochs_truncated_from_start
 from logmgr.log_loader import _next_offset_of_swap
 from logmgr.offline.plan import (
+    CORRUPT_SUFFIX,
     UNKNOWN_SIZE,
     Action,
     CreateEmptySegment,
     DeleteFiles,
     LogDirPlan,
     PartitionPlan,
+    QuarantineFile,
     RebuildIndexes,
     RenameFile,
     TruncateFile,
@@ -72,8 +92,10 @@ from logmgr.offline.scan import (
     ValidPrefix,
     index_findings,
     partition_files,
+    read_regular_file,
     walk_valid_prefix,
 )
+from logmgr.verify import segment_index_problems
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE
 from segments.errors import CorruptIndexError, StorageFormatError
 from segments.file_records import FileRecords
@@ -134,9 +156,8 @@ def plan_recovery(
     view: LogDirView, *, full: bool = False, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
 ) -> RecoveryPlan:
     """The plan that leaves ``view``'s dir as a broker's loader would (see the module doc), and the dir after it.
-    ``view`` is best scanned with ``lenient=True`` (a corrupt index is then something to repair, not an error).
-    Reads only; a malformed ``leader-epoch-checkpoint`` or an unreadable ``.swap`` segment raises its format error
-    naming the file. O(bytes of the segments recovered + files)."""
+    ``view`` is best scanned with ``lenient=True`` (a corrupt index or offset checkpoint is then something to
+    repair, not an error). Reads only; an unreadable ``.swap`` segment raises its format error naming the file. O(bytes of the segments recovered + files)."""
     unclean = full or not view.clean_shutdown
     partitions: list[PartitionPlan] = []
     recovered_views: list[PartitionView] = []
@@ -154,12 +175,18 @@ def plan_recovery(
         recovered += len(planner.recovered - planner.deleted)
         warnings.extend(planner.warnings)
         warnings.extend(unhandled)
-    dir_actions: list[Action] = []
+    dir_actions: list[Action] = _quarantine(view.path, META_PROPERTIES_FILE, parse_meta_properties, META_PROPERTIES_LOST)
     checkpoints = dict(view.checkpoints)
-    points = _recovery_points(view, adjusted, unclean=unclean)
+    damaged_points = view.checkpoints[RECOVERY_POINT_CHECKPOINT_FILE].damage is not None
+    points = _recovery_points(view, recovered_views if damaged_points else adjusted, unclean=unclean)
     if points is not None:
         action, checkpoints[RECOVERY_POINT_CHECKPOINT_FILE] = points
         dir_actions.append(action)
+    for rewrite in _rebuilt_checkpoints(view, recovered_views):
+        dir_actions.append(rewrite)
+        checkpoints[rewrite.path] = CheckpointView(
+            rewrite.path, rewrite.after, parse_offset_checkpoint(rewrite.after)
+        )
     clean_after = view.clean_shutdown
     if full and view.clean_shutdown and any(_changes_data(p) for p in partitions):
         size = os.lstat(view.path / CLEAN_SHUTDOWN_FILE).st_size
@@ -218,20 +245,105 @@ def _recovery_points(
     for partition in partitions:
         tp, old = partition.topic_partition, current.entries.get(partition.topic_partition)
         end = partition.log_end_offset
-        new = end if unclean or (old is not None and old > end) else old
+        new = end if unclean or current.damage or (old is not None and old > end) else old
         if new is not None and new != old:
             entries[tp] = new
             changes.append(f"{tp}: {'absent' if old is None else old} -> {new}")
     if not changes:
         return None
     after = format_offset_checkpoint(entries)
-    reason = (
-        "recovery points moved to the recovered log end offsets"
-        if unclean
-        else "recovery points above the log end"
-    )
+    if current.damage is not None:
+        reason = (
+            f"malformed ({current.damage}): rebuilt with each partition's log end offset (lost: nothing, every "
+            "segment was recovered from offset 0 since no recovery point could be read)"
+        )
+    elif unclean:
+        reason = "recovery points moved to the recovered log end offsets"
+    else:
+        reason = "recovery points above the log end"
     action = WriteFile(RECOVERY_POINT_CHECKPOINT_FILE, current.raw, after, reason, tuple(changes))
     return action, CheckpointView(current.name, after, entries)
+
+
+META_PROPERTIES_LOST = (
+    "it cannot be rebuilt from the log (cluster id, node id, directory id): a KRaft broker refuses to start "
+    "until the dir is formatted again with the cluster's id (kafka-storage format --ignore-formatted), a "
+    "ZooKeeper broker writes a new one on start"
+)
+PARTITION_METADATA_LOST = (
+    "it cannot be rebuilt from the log (topic id): a broker refuses to load the partition with it, and after "
+    "quarantine recreates the file from the topic id the controller sends"
+)
+
+
+def _quarantine(directory: Path, name: str, parse: Callable[[bytes, Path], object], lost: str) -> list[Action]:
+    """A :class:`QuarantineFile` for ``directory/name`` when it exists and ``parse`` refuses it; else none. O(size)."""
+    path = directory / name
+    raw = read_regular_file(path)
+    if raw is None:
+        return []
+    try:
+        parse(raw, path)
+    except StorageFormatError as err:
+        relative = (path.relative_to(directory.parent) if name == PARTITION_METADATA_FILE else Path(name)).as_posix()
+        # An earlier quarantine's file is kept: the new one takes the first free name after it.
+        target = relative + CORRUPT_SUFFIX
+        copies = 0
+        while os.path.lexists(directory / Path(target).name):
+            copies += 1
+            target = f"{relative}{CORRUPT_SUFFIX}.{copies}"
+        return [QuarantineFile(relative, target, len(raw), f"malformed ({err}): {lost}")]
+    return []
+
+
+def _rebuilt_checkpoints(view: LogDirView, partitions: list[PartitionView]) -> list[WriteFile]:
+    """Rewrites of the malformed log-start, replication and cleaner offset checkpoints from the partitions as the
+    plan leaves them, each saying what was lost. O(partitions + checkpoint bytes)."""
+    rebuilt: list[tuple[str, str | None, bytes | None, dict[TopicPartition, int], str]] = []
+    starts = view.checkpoints[LOG_START_OFFSET_CHECKPOINT_FILE]
+    rebuilt.append(
+        (
+            starts.name,
+            starts.damage,
+            starts.raw,
+            {p.topic_partition: p.log_start_offset for p in partitions},
+            "rebuilt with each partition's first segment base offset (lost: a log start above it, set by "
+            "DeleteRecords or retention: those records are readable again until retention removes them)",
+        )
+    )
+    watermarks = view.checkpoints[REPLICATION_OFFSET_CHECKPOINT_FILE]
+    rebuilt.append(
+        (
+            watermarks.name,
+            watermarks.damage,
+            watermarks.raw,
+            {},
+            "written empty (lost: the high watermarks; a broker starts each at the log start offset and the "
+            "partition's leader advances it again)",
+        )
+    )
+    cleaner_path = view.path / CLEANER_OFFSET_CHECKPOINT_FILE
+    cleaner_raw = read_regular_file(cleaner_path)
+    cleaner_damage = None
+    try:
+        parse_offset_checkpoint(cleaner_raw or b"", cleaner_path)
+    except StorageFormatError as err:
+        cleaner_damage = str(err)
+    rebuilt.append(
+        (
+            CLEANER_OFFSET_CHECKPOINT_FILE,
+            cleaner_damage,
+            cleaner_raw,
+            {},
+            "written empty (lost: the cleaner's positions; it cleans compacted logs again from their start, "
+            "no record is lost)",
+        )
+    )
+    return [
+        WriteFile(name, raw, format_offset_checkpoint(entries), f"malformed ({damage}): {how}", (f"{len(entries)} entries",))
+        for name, damage, raw, entries, how in rebuilt
+        if damage is not None
+    ]
 
 
 @dataclass
@@ -266,6 +378,8 @@ class _PartitionPlanner:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     warned: set[int] = field(default_factory=set)
+    epoch_damage: str | None = None
+    """Why ``leader-epoch-checkpoint`` could not be parsed: it is rebuilt from the batches' leader epochs."""
 
     @functools.cached_property
     def scanned(self) -> dict[int, SegmentView]:
@@ -283,8 +397,15 @@ class _PartitionPlanner:
         epoch_path = self.directory / LEADER_EPOCH_CHECKPOINT_FILE
         raw_epochs = self.view.leader_epoch_checkpoint
         if raw_epochs is not None:
-            self.epochs = epochs_as_loaded(parse_leader_epoch_checkpoint(raw_epochs, epoch_path), epoch_path)
+            try:
+                self.epochs = epochs_as_loaded(parse_leader_epoch_checkpoint(raw_epochs, epoch_path), epoch_path)
+            except StorageFormatError as err:
+                self.epoch_damage = str(err)
+        self.actions.extend(
+            _quarantine(self.directory, PARTITION_METADATA_FILE, parse_partition_metadata, PARTITION_METADATA_LOST)
+        )
         self._leftovers()
+        self._delete_corrupt_snapshots()
         bases = sorted(
             offset_from_file_name(name)
             for name in self.present
@@ -300,6 +421,9 @@ class _PartitionPlanner:
         self._emit_segment_actions()
         if self.adjusted:
             self._delete_snapshots_above(self.log_end_offset)
+        if self.epoch_damage is not None:
+            self._epochs_from_batches()
+        if self.adjusted or self.epoch_damage is not None:
             self._write_epochs()
         if self.view.log_end_offset != self.log_end_offset:
             self.notes.append(f"log end offset {self.view.log_end_offset} -> {self.log_end_offset}")
@@ -479,7 +603,15 @@ class _PartitionPlanner:
                     self._drop(later, f"after the truncation of segment {filename_prefix_from_offset(base)}")
                 break
             if info.recovery_reason is None and info.rebuild_reason is None:
-                valid.append(filename_prefix_from_offset(base))
+                # The format checks of planning read no batch: what was just walked is checked against the
+                # indexes too (an entry at a wrong offset or position passes them, and misleads a broker's lookups).
+                # (A segment finishing a swap is checked once renamed, by the next run.)
+                log = _name(base, LOG_SUFFIX)
+                problems = [] if log in self.on_disk else segment_index_problems(self.directory / log)
+                if problems:
+                    info.rebuild_reason = f"index disagrees with the log ({problems[0]})"
+                else:
+                    valid.append(filename_prefix_from_offset(base))
         if valid:
             self.notes.append(f"recovered ({why}), valid to the end with intact indexes: {', '.join(valid)}")
 
@@ -623,6 +755,37 @@ class _PartitionPlanner:
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 self.present[_name(self.created, suffix)] = 0
 
+    def _delete_corrupt_snapshots(self) -> None:
+        """Producer snapshots failing their size or CRC: a broker deletes them on load (``CorruptSnapshotException``)
+        and rebuilds producer state by replaying the log from an older snapshot or the log start."""
+        for name in sorted(self.present):
+            if not name.endswith(SNAPSHOT_SUFFIX) or _offset(name) is None:
+                continue
+            path = self.directory / name
+            try:
+                parse_producer_snapshot(path.read_bytes(), path)
+            except StorageFormatError as err:
+                self._delete(
+                    [name],
+                    "producer snapshot",
+                    f"corrupt ({err}): a broker deletes it and rebuilds producer state by replaying the log",
+                )
+
+    def _epochs_from_batches(self) -> None:
+        """Kafka's epoch cache as the loader builds it from nothing: walk every kept segment's batch headers, an
+        entry at each first batch stamped with a higher partition leader epoch. O(bytes of the kept segments)."""
+        self.epochs = []
+        alive = self.alive
+        for index, base in enumerate(alive):
+            segment = self._open(base)
+            try:
+                walk_valid_prefix(
+                    segment, alive[index + 1] if index + 1 < len(alive) else None, observer=self._assign_epoch
+                )
+            finally:
+                segment.close()
+        self.epochs_changed = True
+
     def _delete_snapshots_above(self, end: int) -> None:
         above = [
             n
@@ -650,19 +813,21 @@ class _PartitionPlanner:
         self.epochs = kept
         if not changed or after == before:
             return
-        old = _entries(before, self.directory / LEADER_EPOCH_CHECKPOINT_FILE)
-        changes = tuple(
-            [f"removed epoch {e.epoch} at {e.start_offset}" for e in old if e not in kept]
-            + [f"added epoch {e.epoch} at {e.start_offset}" for e in kept if e not in old]
-        )
-        self.actions.append(
-            WriteFile(
-                f"{self.view.name}/{LEADER_EPOCH_CHECKPOINT_FILE}",
-                before,
-                after,
-                f"epochs of the recovered batches assigned, entries truncated at the log end {end} and start {start}",
-                changes,
+        if self.epoch_damage is not None:
+            changes: tuple[str, ...] = (f"{len(kept)} entries from the batches",)
+            reason = (
+                f"malformed ({self.epoch_damage}): rebuilt from the partition leader epochs of the batches (lost: "
+                "an epoch no batch of the log carries, such as a leader that wrote nothing)"
             )
+        else:
+            old = _entries(before, self.directory / LEADER_EPOCH_CHECKPOINT_FILE)
+            changes = tuple(
+                [f"removed epoch {e.epoch} at {e.start_offset}" for e in old if e not in kept]
+                + [f"added epoch {e.epoch} at {e.start_offset}" for e in kept if e not in old]
+            )
+            reason = f"epochs of the recovered batches assigned, entries truncated at the log end {end} and start {start}"
+        self.actions.append(
+            WriteFile(f"{self.view.name}/{LEADER_EPOCH_CHECKPOINT_FILE}", before, after, reason, changes)
         )
 
     # -- the dir after the plan ---------------------------------------------------------------------------------

@@ -14,8 +14,9 @@ in :attr:`PartitionView.needs_recovery` the invalid bytes a broker's recovery wo
 
 ``lenient=True`` (what ``recover`` and ``cleanup --recover-first`` scan with) records instead of raising what a
 recovery repairs: a segment whose indexes fail their checks, or whose batches after the last index entry are
-invalid, is walked whole and the problem is listed in :attr:`PartitionView.needs_recovery`. Checkpoints stay
-strict: nothing repairs a malformed one.
+invalid, is walked whole and the problem is listed in :attr:`PartitionView.needs_recovery`; a malformed offset
+checkpoint is read as empty, its error kept in :attr:`CheckpointView.damage` (``recover`` rewrites it from the
+segments).
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ class CheckpointView:
     name: str
     raw: bytes | None
     entries: Mapping[TopicPartition, int]
+    damage: str | None = None
+    """Why the file could not be parsed (a lenient scan only; ``entries`` is then empty): ``recover`` rewrites it."""
 
 
 @dataclass(frozen=True)
@@ -161,14 +164,20 @@ def require_log_dir(log_dir: Path) -> None:
         raise PlanError(f"{log_dir}: no such log dir")
 
 
-def read_offset_checkpoints(log_dir: Path) -> dict[str, CheckpointView]:
+def read_offset_checkpoints(log_dir: Path, *, lenient: bool = False) -> dict[str, CheckpointView]:
     """The dir's recovery-point, log-start-offset and replication-offset checkpoints, strictly parsed (a malformed
-    one raises its format error naming the file and line). O(checkpoint bytes)."""
+    one raises its format error naming the file and line; with ``lenient`` it is read as empty and the error kept
+    in :attr:`CheckpointView.damage`). O(checkpoint bytes)."""
     checkpoints: dict[str, CheckpointView] = {}
     for name in OFFSET_CHECKPOINTS:
         path = log_dir / name
         raw = read_regular_file(path)
-        checkpoints[name] = CheckpointView(name, raw, parse_offset_checkpoint(raw or b"", path))
+        try:
+            checkpoints[name] = CheckpointView(name, raw, parse_offset_checkpoint(raw or b"", path))
+        except StorageFormatError as err:
+            if not lenient:
+                raise
+            checkpoints[name] = CheckpointView(name, raw, {}, str(err))
     return checkpoints
 
 
@@ -180,7 +189,7 @@ def scan_log_dir(
     the recovery point after an unclean shutdown)."""
     require_log_dir(log_dir)
     clean = read_regular_file(log_dir / CLEAN_SHUTDOWN_FILE) is not None
-    checkpoints = read_offset_checkpoints(log_dir)
+    checkpoints = read_offset_checkpoints(log_dir, lenient=lenient)
     recovery_points = checkpoints[RECOVERY_POINT_CHECKPOINT_FILE].entries
     starts = checkpoints[LOG_START_OFFSET_CHECKPOINT_FILE].entries
     watermarks = checkpoints[REPLICATION_OFFSET_CHECKPOINT_FILE].entries
@@ -323,13 +332,29 @@ def index_findings(segment: LogSegment, *, is_last: bool) -> list[StorageFormatE
     except the preallocated zero fill the active segment of a running or crashed broker keeps. O(entries)."""
     log_size = segment.size
     findings: list[StorageFormatError] = []
-    for finding in [*segment.offset_index.check(log_size), *segment.time_index.check()]:
+    offsets, times = segment.offset_index, segment.time_index
+    for index, found in ((offsets, offsets.check(log_size)), (times, times.check())):
         # The active segment of a running or crashed broker keeps its indexes preallocated (zero-filled), and
-        # the first zero slot of an empty one reads as the entry (base, 0), which no 0-byte log can hold.
-        zero_fill = finding.message.startswith(UNTRIMMED_INDEX) or (log_size == 0 and finding.position == 0)
-        if not (is_last and zero_fill):
-            findings.append(finding)
+        # the first zero slot of an empty one reads as the entry (base, 0), which no 0-byte log can hold. A
+        # length that is no multiple of the entry size, or a first slot not zero, is never a preallocation.
+        for finding in found:
+            zero_fill = finding.message.startswith(UNTRIMMED_INDEX) or (
+                log_size == 0
+                and finding.position == 0
+                and index.length % index.entry_size == 0
+                and _first_slot_zero(index.path, index.entry_size)
+            )
+            if not (is_last and zero_fill):
+                findings.append(finding)
     return findings
+
+
+def _first_slot_zero(path: Path, entry_size: int) -> bool:
+    try:
+        with open(path, "rb") as source:
+            return source.read(entry_size).count(0) == entry_size
+    except FileNotFoundError:
+        return True
 
 
 def _walk_tail(segment: LogSegment) -> tuple[int, int]:
