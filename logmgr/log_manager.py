@@ -46,6 +46,7 @@ from logmgr.clock import Clock, SystemClock
 from logmgr.config import BrokerConfig, LogConfig
 from logmgr.dir_lock import LogDirLock
 from logmgr.errors import KafkaStorageError, LogmgrError
+from logmgr.key_index import KeyIndexDispatcher
 from logmgr.log import Log, LogDirState
 from logmgr.log_loader import load_log
 from logmgr.retention import (
@@ -169,6 +170,7 @@ class LogManager:
         self._started = False
         self.last_cleanup: CleanupReport | None = None
         self.cleaner = LogCleaner(broker, self._logs_by_dir, self.clock, sleep=sleep)
+        self.key_indexer = KeyIndexDispatcher()
 
     # -- configuration ----------------------------------------------------------------------------------------
 
@@ -216,6 +218,7 @@ class LogManager:
                 raise
             self._schedule_jobs()
             self.scheduler.startup()
+            self.key_indexer.start()
             self._started = True
 
     def _lock_dir(self, path: Path) -> LogDir:
@@ -324,6 +327,7 @@ class LogManager:
             producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
         )
         log.dir_state = log_dir.state
+        self.key_indexer.register(log)
         return log
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
@@ -381,6 +385,7 @@ class LogManager:
                 return
         # Not under the manager's lock: a running job may need it to finish, and the shutdown waits for the job.
         self.scheduler.shutdown(wait=True)
+        self.key_indexer.stop()
         with self._lock:
             if not self._started:
                 return
@@ -480,6 +485,7 @@ class LogManager:
             # Listed before its metadata is written: if that write fails (taking the dir offline), shutdown still
             # closes the log.
             log_dir.logs[tp] = log
+            self.key_indexer.register(log)
             log.ensure_partition_metadata()
             return log
 
@@ -511,6 +517,7 @@ class LogManager:
                 if log is not None:
                     # Kafka's abortAndPauseCleaning: no pass may swap segments into a log being deleted.
                     self.cleaner.abort_and_pause(tp)
+                    self.key_indexer.unregister(log)
                     try:
                         target = log.delete()
                         self.cleaner.remove_checkpoint(log_dir.path, tp)
