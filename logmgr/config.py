@@ -285,7 +285,7 @@ class LogConfig:
     """How long compaction keeps tombstones."""
     min_cleanable_dirty_ratio: float = _config("min.cleanable.dirty.ratio", "ratio", 0.5)
     """The cleaner cleans a compacted log once its dirty bytes exceed this share of its cleanable bytes."""
-    key_index_enable: bool = _config("logmgr.key.index.enable", "boolean", False)
+    logmgr_key_index_enable: bool = _config("logmgr.key.index.enable", "boolean", False)
     """Build the partition's key index (RocketMQ's IndexFile: one ``.keyindex`` per segment) off the append path."""
 
     def __post_init__(self) -> None:
@@ -467,7 +467,7 @@ class BrokerConfig:
     """Read plus write rate the cleaners are throttled to (Kafka's default: Double.MaxValue, unthrottled)."""
     log_cleaner_backoff_ms: int = _config("log.cleaner.backoff.ms", "long", 15_000, at_least=0)
     """Pause of the cleaner job between two passes that found nothing to clean."""
-    key_index_enable: bool = _config("logmgr.key.index.enable", "boolean", False, synonym="key_index_enable")
+    key_index_enable: bool = _config("logmgr.key.index.enable", "boolean", False, synonym="logmgr_key_index_enable")
     """Default of the topic config ``logmgr.key.index.enable``."""
     disk_usage_clean_ratio: float | None = _config("logmgr.disk.usage.clean.ratio", "ratio", None)
     """Disk usage above which a dir's oldest eligible segments are deleted regardless of age (None: off)."""

@@ -298,7 +298,7 @@ class KeyIndexDispatcher:
 
     def register(self, log: Log) -> LogKeyIndex | None:
         """Attach a key index to ``log`` when its config enables one (recovering its progress). O(segments)."""
-        if not log.config.key_index_enable:
+        if not log.config.logmgr_key_index_enable:
             return None
         index = LogKeyIndex(log, self._wake.set)
         with self._lock:
