@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,35 +26,66 @@ from logmgr.errors import KafkaStorageError, OffsetOutOfRangeError
 from segments.errors import StorageFormatError
 from segments.file_records import iter_batches
 from segments.key_index import KeyIndexReader, KeyIndexWriter, key_index_file
-from segments.records import Record
+from segments.records import Record, RecordBatch
 
 if TYPE_CHECKING:
     from logmgr.log import Log
 
-__all__ = ["KeyIndexDispatcher", "LogKeyIndex", "build_key_index", "query_by_key"]
+__all__ = [
+    "BatchReader", "KeyIndexDispatcher", "LogKeyIndex", "build_key_index", "log_batches", "query_by_key", "query_segments",
+]
 
 logger = logging.getLogger(__name__)
 
 _READ_BYTES = 1 << 20
 
 
-def _records(log: Log, start: int, stop: int) -> Iterator[Record]:
-    """Records of ``log`` with offsets in ``[start, stop)``, read through :meth:`Log.read` (never past the log
-    end, never below the log start). O(bytes read)."""
+BatchReader = Callable[[int, int, int], Iterator[RecordBatch]]
+"""``(start, stop, max_bytes)`` -> the batches holding offsets in ``[start, stop)``, in order; ``max_bytes`` is a
+hint of how much the caller wants (a lookup wants one batch)."""
+
+
+def log_batches(log: Log) -> BatchReader:
+    """A :data:`BatchReader` over ``log`` through :meth:`Log.read` (never past the log end or below its start)."""
     from logmgr.log import Isolation
 
-    offset = max(start, log.log_start_offset)
-    while offset < stop:
-        fetch = log.read(offset, _READ_BYTES, isolation=Isolation.LOG_END, max_offset=stop)
-        if not fetch.records:
+    def read(start: int, stop: int, max_bytes: int) -> Iterator[RecordBatch]:
+        offset = max(start, log.log_start_offset)
+        while offset < stop:
+            fetch = log.read(offset, max_bytes, isolation=Isolation.LOG_END, max_offset=stop)
+            if not fetch.records:
+                return
+            for found in iter_batches(fetch.records):
+                yield found.batch
+                offset = max(offset, found.batch.next_offset)
+
+    return read
+
+
+def _records(read: BatchReader, start: int, stop: int) -> Iterator[Record]:
+    """Data records with offsets in ``[start, stop)``. O(bytes read)."""
+    if start >= stop:
+        return
+    for batch in read(start, stop, _READ_BYTES):
+        if not batch.is_control:
+            for record in batch.records():
+                if start <= record.offset < stop:
+                    yield record
+
+
+def _records_at(read: BatchReader, offsets: list[int], stop: int) -> Iterator[Record]:
+    """The records at ``offsets`` (ascending), one batch read per batch holding some. O(batches touched)."""
+    i = 0
+    while i < len(offsets):
+        batch = next(iter(read(offsets[i], stop, 1)), None)
+        if batch is None:
             return
-        for found in iter_batches(fetch.records):
-            batch = found.batch
-            if not batch.is_control:
-                for record in batch.records():
-                    if offset <= record.offset < stop:
-                        yield record
-            offset = max(offset, batch.next_offset)
+        in_batch = {} if batch.is_control else {r.offset: r for r in batch.records()}
+        while i < len(offsets) and offsets[i] <= batch.last_offset:
+            record = in_batch.get(offsets[i])
+            if record is not None:
+                yield record
+            i += 1
 
 
 def _wanted(record: Record, key: bytes, begin_timestamp: int | None, end_timestamp: int | None) -> bool:
@@ -82,26 +113,44 @@ def _indexed_offsets(
         return [], base, base
 
 
-def _records_at(log: Log, offsets: list[int], stop: int) -> Iterator[Record]:
-    """The records at ``offsets`` (ascending), one read per batch holding some. O(batches touched)."""
-    from logmgr.log import Isolation
-
-    i = 0
-    while i < len(offsets):
-        # One byte with min_one_message: exactly the batch holding the offset.
-        fetch = log.read(offsets[i], 1, isolation=Isolation.LOG_END, max_offset=stop)
-        batch_records = {
-            r.offset: r for found in iter_batches(fetch.records) if not found.batch.is_control
-            for r in found.batch.records()
-        }
-        last = max(batch_records, default=offsets[i])
-        while i < len(offsets) and offsets[i] <= last:
-            record = batch_records.get(offsets[i])
-            if record is not None:
-                yield record
-            i += 1
-        if not fetch.records:
-            return
+def query_segments(
+    directory: Path,
+    bounds: Sequence[tuple[int, int]],
+    read: BatchReader,
+    key: bytes,
+    *,
+    log_start: int,
+    begin_timestamp: int | None = None,
+    end_timestamp: int | None = None,
+    max_records: int = 64,
+) -> list[Record]:
+    """The first ``max_records`` records with ``key`` (timestamps within the bounds) of the segments whose
+    ``(base offset, end offset)`` are ``bounds`` (ascending) in ``directory``, at or above ``log_start``, in
+    offset order. Each segment's file is used where it covers it and the rest of the segment is scanned; keys are
+    compared, so collisions and stale entries never come back. O(segments + chains + records read)."""
+    found: list[Record] = []
+    for base, stop in bounds:
+        if max_records <= len(found):
+            break
+        if stop <= log_start:
+            continue
+        offsets, indexed_from, indexed_to = _indexed_offsets(
+            key_index_file(directory, base), base, stop, key, begin_timestamp, end_timestamp
+        )
+        first = max(base, log_start)
+        # The file covers [indexed_from, indexed_to); below indexed_from are only records that were under the log
+        # start when it was made (served again if the start went back after a crash).
+        records = itertools.chain(
+            _records(read, first, indexed_from),
+            _records_at(read, [o for o in offsets if o >= first], indexed_to),
+            _records(read, max(first, indexed_to), stop),
+        )
+        try:
+            found.extend(r for r in records if _wanted(r, key, begin_timestamp, end_timestamp))
+        except OffsetOutOfRangeError:
+            # Retention or truncation removed the segment while we read it: its records are not served.
+            continue
+    return found[:max_records]
 
 
 def query_by_key(
@@ -112,38 +161,14 @@ def query_by_key(
     end_timestamp: int | None = None,
     max_records: int = 64,
 ) -> list[Record]:
-    """The first ``max_records`` records of ``log`` whose key is ``key`` and whose timestamp is within the
-    bounds, in offset order. O(segments + chain lengths + records read); segments (or their tails) the index
-    does not cover yet are scanned. Raises :class:`KafkaStorageError` once the log is closed or offline."""
-    if max_records <= 0:
-        return []
-    found: list[Record] = []
-    segments = list(log.segments.values())
-    log_end = log.log_end_offset
-    for i, segment in enumerate(segments):
-        stop = segments[i + 1].base_offset if i + 1 < len(segments) else log_end
-        if stop <= log.log_start_offset:
-            continue
-        path = key_index_file(log.dir, segment.base_offset)
-        offsets, indexed_from, indexed_to = _indexed_offsets(
-            path, segment.base_offset, stop, key, begin_timestamp, end_timestamp
-        )
-        offsets = [o for o in offsets if o >= log.log_start_offset]
-        try:
-            # The index covers [indexed_from, indexed_to); the rest of the segment is scanned. Below indexed_from
-            # are only records under the log start when the file was made (seen again if the start regressed).
-            records = itertools.chain(
-                _records(log, segment.base_offset, indexed_from),
-                _records_at(log, offsets, indexed_to),
-                _records(log, indexed_to, stop),
-            )
-            found.extend(r for r in records if _wanted(r, key, begin_timestamp, end_timestamp))
-        except OffsetOutOfRangeError:
-            # Retention or truncation removed the segment while we read it: its records are not served.
-            continue
-        if len(found) >= max_records:
-            break
-    return found[:max_records]
+    """:func:`query_segments` over ``log``'s current segments. Raises :class:`KafkaStorageError` once the log
+    is closed or offline. O(segments + chains + records read)."""
+    bases = log.segments.base_offsets()
+    bounds = list(zip(bases, [*bases[1:], log.log_end_offset], strict=True))
+    return query_segments(
+        log.dir, bounds, log_batches(log), key, log_start=log.log_start_offset, begin_timestamp=begin_timestamp,
+        end_timestamp=end_timestamp, max_records=max_records,
+    )
 
 
 class LogKeyIndex:
