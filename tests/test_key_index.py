@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from pathlib import Path
@@ -330,3 +331,31 @@ def test_log_manager_builds_the_index_off_the_append_path(tmp_path: Path) -> Non
         assert log.key_index is not None and log.key_index.progress == 20  # recovered from the headers
     finally:
         manager.shutdown()
+
+
+def test_cli_read_by_key_with_time_bounds_and_usage_errors(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from cli.main import main as cli
+
+    clock = ManualClock(T0)
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
+    for i in range(30):
+        log.append_records([SimpleRecord(b"%d" % i, b"k%d" % (i % 3), T0 + i)])
+    build_key_index(log)
+    for i in range(30, 36):  # past the index: scanned
+        log.append_records([SimpleRecord(b"%d" % i, b"k%d" % (i % 3), T0 + i)])
+    log.close()
+    runner = CliRunner()
+    result = runner.invoke(cli, ["read", str(tmp_path), "t-0", "--key", "k1"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["offset"] for line in result.stdout.splitlines()] == list(range(1, 36, 3))
+    result = runner.invoke(
+        cli, ["read", str(tmp_path), "t-0", "--key", "k1", "--from-time", str(T0 + 5), "--to-time", str(T0 + 20)]
+    )
+    assert [json.loads(line)["offset"] for line in result.stdout.splitlines()] == [7, 10, 13, 16, 19]
+    result = runner.invoke(cli, ["read", str(tmp_path), "t-0", "--key", "nope"])
+    assert result.exit_code == 0 and result.stdout == "" and "no records with key 'nope'" in result.stderr
+    result = runner.invoke(cli, ["read", str(tmp_path), "t-0", "--to-time", "5"])
+    assert result.exit_code == 2 and "--to-time needs --key" in result.stderr
+    assert not list((tmp_path / "t-0").glob("*.keyindex.*"))
