@@ -17,8 +17,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from logmgr.log import Log
 
 __all__ = [
-    "BatchReader", "KeyIndexDispatcher", "LogKeyIndex", "build_key_index", "log_batches", "query_by_key", "query_segments",
+    "BatchReader", "KeyIndexDispatcher", "LogKeyIndex", "log_batches", "query_by_key", "query_segments",
+    "write_segment_key_index",
 ]
 
 logger = logging.getLogger(__name__)
@@ -385,19 +387,25 @@ class KeyIndexDispatcher:
             index.close()
 
 
-def build_key_index(log: Log) -> int:
-    """Rebuild ``log``'s key index from scratch (``reindex --key-index``), fsynced. Returns the entry count.
-    O(bytes of the log)."""
-    for segment in log.segments.values():
-        key_index_file(log.dir, segment.base_offset).unlink(missing_ok=True)
-    index = LogKeyIndex(log, lambda: None)
-    index.catch_up()
-    index.close()
-    entries = 0
-    for segment in log.segments.values():
-        path = key_index_file(log.dir, segment.base_offset)
-        if path.exists():
-            with KeyIndexReader(path) as reader:
-                entries += reader.header.entry_count
-                reader.fsync()
+def write_segment_key_index(directory: Path, base_offset: int, batches: Iterable[RecordBatch]) -> int:
+    """Write the key index of the segment at ``base_offset`` from its ``batches`` (offline: ``reindex
+    --key-index``): built beside it under a temporary name, fsynced, renamed over the old file. Returns the entry
+    count. O(bytes of the segment)."""
+    path = key_index_file(directory, base_offset)
+    partial = path.with_name(path.name + ".tmp")
+    partial.unlink(missing_ok=True)
+    writer = KeyIndexWriter(partial, base_offset)
+    try:
+        for batch in batches:
+            if not batch.is_control:
+                for record in batch.records():
+                    if record.key is not None and record.offset >= writer.next_offset:
+                        writer.add(record.key, record.offset, record.timestamp)
+            writer.advance(batch.next_offset)
+    finally:
+        writer.close()
+    with KeyIndexReader(partial) as reader:
+        reader.fsync()
+        entries = reader.header.entry_count
+    os.replace(partial, path)
     return entries

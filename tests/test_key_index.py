@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from logmgr.clock import ManualClock
 from logmgr.config import BrokerConfig, LogConfig
-from logmgr.key_index import KeyIndexDispatcher, LogKeyIndex, build_key_index, query_by_key
+from logmgr.key_index import KeyIndexDispatcher, LogKeyIndex, query_by_key
 from logmgr.log import Isolation, Log
 from logmgr.log_loader import load_log
 from logmgr.log_manager import LogManager
@@ -301,7 +301,7 @@ def test_max_records_keeps_the_first_in_offset_order(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
     for i in range(30):
         log.append_records([SimpleRecord(b"%d" % i, b"k", T0 + i)])
-    build_key_index(log)
+    LogKeyIndex(log, lambda: None).catch_up()
     got = query_by_key(log, b"k", max_records=7)
     assert [r.offset for r in got] == list(range(7))
     assert [r.value for r in got] == [b"%d" % i for i in range(7)]
@@ -342,7 +342,11 @@ def test_cli_read_by_key_with_time_bounds_and_usage_errors(tmp_path: Path) -> No
     log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
     for i in range(30):
         log.append_records([SimpleRecord(b"%d" % i, b"k%d" % (i % 3), T0 + i)])
-    build_key_index(log)
+    log.close()
+    result = CliRunner().invoke(cli, ["reindex", str(tmp_path / "t-0"), "--key-index"])
+    assert result.exit_code == 0, result.output
+    assert "key index:" in result.stdout
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
     for i in range(30, 36):  # past the index: scanned
         log.append_records([SimpleRecord(b"%d" % i, b"k%d" % (i % 3), T0 + i)])
     log.close()
