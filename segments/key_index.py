@@ -47,6 +47,8 @@ from segments.naming import filename_prefix_from_offset
 
 __all__ = [
     "DEFAULT_SLOT_COUNT",
+    "ENTRY_SIZE",
+    "HEADER_SIZE",
     "KEY_INDEX_SUFFIX",
     "KeyIndexCorruptError",
     "KeyIndexEntry",
