@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from logmgr.errors import KafkaStorageError, OffsetOutOfRangeError
 from segments.errors import StorageFormatError
 from segments.file_records import iter_batches
-from segments.key_index import KeyIndexReader, KeyIndexWriter, key_index_file
+from segments.key_index import KEY_INDEX_SUFFIX, KeyIndexReader, KeyIndexWriter, key_index_file
 from segments.records import Record, RecordBatch
 
 if TYPE_CHECKING:
@@ -194,10 +194,15 @@ class LogKeyIndex:
 
     def _recover(self) -> int:
         """The first offset whose segment's file is missing, torn or ahead of the log; files of later segments
-        are removed (they are rebuilt in order). O(segments)."""
+        and of segments no longer in the log are removed (they are rebuilt in order). O(segments + files)."""
         log = self.log
         segments = list(log.segments.values())
         log_end = log.log_end_offset
+        # Files of segments no longer in the log (merged away by the cleaner, deleted before a crash) go.
+        current = {key_index_file(log.dir, s.base_offset).name for s in segments}
+        for stale in log.dir.glob("*" + KEY_INDEX_SUFFIX):
+            if stale.name not in current:
+                stale.unlink(missing_ok=True)
         progress: int | None = None
         for i, segment in enumerate(segments):
             path = key_index_file(log.dir, segment.base_offset)

@@ -385,3 +385,16 @@ def test_verify_accepts_a_built_index_and_reports_entries_past_the_log(tmp_path:
     messages = [p.error for p in report.problems if p.file.endswith(".keyindex")]
     assert any("past the segment's last offset 2" in m for m in messages), report.problems
     assert any("entry 4 names offset 3, which no batch" in m for m in messages)
+
+
+def test_files_of_segments_gone_from_the_log_are_removed_at_registration(tmp_path: Path) -> None:
+    """Regression: a segment merged away by the cleaner (or deleted before a crash) left its .keyindex behind."""
+    clock = ManualClock(T0)
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_records([SimpleRecord(b"v", b"k", T0)])
+    orphan = key_index_file(log.dir, 12345)
+    KeyIndexWriter(orphan, 12345).close()
+    LogKeyIndex(log, lambda: None).catch_up()
+    assert not orphan.exists()
+    assert key_index_file(log.dir, 0).exists()
+    log.close()
