@@ -15,7 +15,7 @@ from cli.common import Failure, ProgressBar, one_line_errors, refuse_links
 from cli.plan_output import echo_plan
 from logmgr.dir_lock import LogDirLock
 from logmgr.offline.plan import Action, RebuildIndexes, apply_plan
-from logmgr.reindex import ReindexReport, find_logs, plan_reindex
+from logmgr.reindex import ReindexReport, find_logs, plan_reindex, rebuild_key_index
 from logmgr.reindex import reindex as reindex_paths
 from segments.naming import filename_prefix_from_offset
 
@@ -37,8 +37,15 @@ _ENTRY_SIZES = {".index": 8, ".timeindex": 12, ".txnindex": 34}
     is_flag=True,
     help="In place: one JSON object (the plan, the actions applied, per file what changed); --out: one per segment.",
 )
+@click.option(
+    "--key-index",
+    is_flag=True,
+    help="Also rebuild the key index (.keyindex, one per segment) of a partition dir, in place.",
+)
 @one_line_errors
-def reindex(target: Path, out: Path | None, index_interval_bytes: int, dry_run: bool, as_json: bool) -> None:
+def reindex(
+    target: Path, out: Path | None, index_interval_bytes: int, dry_run: bool, as_json: bool, key_index: bool
+) -> None:
     """Rebuild .index, .timeindex and .txnindex files from the .log files of a partition dir (or one .log file),
     trimmed as Kafka leaves them after a clean shutdown. In place (each segment atomically, under the log dir's
     .lock: exit 3 while a broker holds it) unless --out is given. The .log files are never changed; exits 1 if a
@@ -48,7 +55,10 @@ def reindex(target: Path, out: Path | None, index_interval_bytes: int, dry_run: 
     Examples:
         logmgr reindex /var/lib/kafka/data/orders-0 --dry-run
         logmgr reindex /var/lib/kafka/data/orders-0 --out /tmp/orders-0-indexes
+        logmgr reindex /var/lib/kafka/data/orders-0 --key-index
     """
+    if key_index and (out is not None or dry_run or as_json or not target.is_dir()):
+        raise click.UsageError("--key-index rebuilds a partition dir in place: no --out, --dry-run or --json")
     if out is not None:
         if dry_run:
             raise click.UsageError(
@@ -84,6 +94,9 @@ def reindex(target: Path, out: Path | None, index_interval_bytes: int, dry_run: 
                             click.echo(_describe(change))
 
             applied = apply_plan(plan, on_action=done).done
+            if key_index:
+                entries = rebuild_key_index(partition_dir)
+                click.echo(f"key index: {len(entries)} segment(s), {sum(entries.values())} entries")
         if as_json:
             result = {
                 "dryRun": False,

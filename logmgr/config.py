@@ -300,6 +300,8 @@ class LogConfig:
     """How long compaction keeps tombstones."""
     min_cleanable_dirty_ratio: float = _config("min.cleanable.dirty.ratio", "ratio", 0.5)
     """The cleaner cleans a compacted log once its dirty bytes exceed this share of its cleanable bytes."""
+    logmgr_key_index_enable: bool = _config("logmgr.key.index.enable", "boolean", False)
+    """Build the partition's key index (RocketMQ's IndexFile: one ``.keyindex`` per segment) off the append path."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -482,6 +484,8 @@ class BrokerConfig:
     """Pause of the cleaner job between two passes that found nothing to clean."""
     disk_max_used_ratio: float | None = _config("logmgr.disk.max.used.ratio", "ratio", None)
     """Disk usage above which expired segments are deleted even outside the delete window (None: off)."""
+    key_index_enable: bool = _config("logmgr.key.index.enable", "boolean", False, synonym="logmgr_key_index_enable")
+    """Default of the topic config ``logmgr.key.index.enable``."""
     disk_usage_clean_ratio: float | None = _config("logmgr.disk.usage.clean.ratio", "ratio", None)
     """Disk usage above which a dir's oldest eligible segments are deleted regardless of age (None: off)."""
     disk_usage_warn_ratio: float | None = _config("logmgr.disk.usage.warn.ratio", "ratio", None)

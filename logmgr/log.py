@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from checkpoints.atomic import fsync_dir
 from checkpoints.partition_metadata import (
@@ -72,6 +72,9 @@ from segments.records import (
     build_end_txn_marker,
 )
 from segments.transaction_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from logmgr.key_index import LogKeyIndex
 
 logger = logging.getLogger("logmgr.log")
 
@@ -245,6 +248,8 @@ class Log:
         self._offline_error: OSError | None = None
         # Set by the LogManager under logmgr.group.commit.enable: due flushes go to its shared flusher thread.
         self.group_commit: GroupCommitService | None = None
+        # Set by the key index dispatcher when the topic enables the key index; hooks below keep it in step.
+        self.key_index: LogKeyIndex | None = None
 
     # -- offsets ------------------------------------------------------------------------------------------------
 
@@ -498,6 +503,8 @@ class Log:
             self._publish_end(last.last_offset + 1)
             self.producer_state.update_map_end_offset(self._log_end_offset)
             committer = None
+            if self.key_index is not None:
+                self.key_index.notify()
             if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
                 committer = self.group_commit
                 if committer is None:
@@ -781,6 +788,17 @@ class Log:
                 return found.offset, found.timestamp
         return None
 
+    def query_by_key(
+        self, key: bytes, *, begin_timestamp: int | None = None, end_timestamp: int | None = None, max_records: int = 64
+    ) -> list[Record]:
+        """The first ``max_records`` records whose key is ``key`` (timestamps within the bounds), in offset order,
+        through the key index where it covers the log and a scan elsewhere. O(segments + chains + records read)."""
+        from logmgr.key_index import query_by_key
+
+        return query_by_key(
+            self, key, begin_timestamp=begin_timestamp, end_timestamp=end_timestamp, max_records=max_records
+        )
+
     # -- truncation and log start ---------------------------------------------------------------------------------
 
     @_io_guarded("truncation")
@@ -826,6 +844,8 @@ class Log:
         from logmgr.log_loader import rebuild_producer_state
 
         rebuild_producer_state(self, self._log_end_offset)
+        if self.key_index is not None:
+            self.key_index.truncated(self._log_end_offset)
 
     @_io_guarded("full truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -839,6 +859,8 @@ class Log:
             self._high_watermark = None if self._high_watermark is None else new_offset
             self.leader_epochs.clear()
             self.producer_state.truncate_fully_and_start_at(new_offset)
+            if self.key_index is not None:
+                self.key_index.truncated(new_offset)
 
     @_io_guarded("log start offset increase")
     def delete_records_before(self, offset: int) -> int:
@@ -915,6 +937,8 @@ class Log:
         for segment in doomed:
             self.segments.remove(segment.base_offset)
             segment.rename_to_deleted()
+            if self.key_index is not None:
+                self.key_index.segment_removed(segment.base_offset)
         if roll_to is not None:
             # Only after the renames: the new segment may take the base offset (and file names) of a doomed one.
             self.segments.add(self._new_segment(roll_to))

@@ -49,6 +49,7 @@ from logmgr.config import BrokerConfig, LogConfig
 from logmgr.dir_lock import LogDirLock
 from logmgr.errors import KafkaStorageError, LogmgrError
 from logmgr.group_commit import GroupCommitService
+from logmgr.key_index import KeyIndexDispatcher
 from logmgr.log import Log, LogDirState
 from logmgr.log_loader import load_log
 from logmgr.retention import (
@@ -187,6 +188,7 @@ class LogManager:
         self._started = False
         self.last_cleanup: CleanupReport | None = None
         self.cleaner = LogCleaner(broker, self._logs_by_dir, self.clock, sleep=sleep)
+        self.key_indexer = KeyIndexDispatcher()
 
     # -- configuration ----------------------------------------------------------------------------------------
 
@@ -236,6 +238,7 @@ class LogManager:
             self.scheduler.startup()
             if self.group_commit is not None:
                 self.group_commit.start()
+            self.key_indexer.start()
             self._started = True
 
     def _lock_dir(self, path: Path) -> LogDir:
@@ -345,6 +348,7 @@ class LogManager:
         )
         log.dir_state = log_dir.state
         log.group_commit = self.group_commit
+        self.key_indexer.register(log)
         return log
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
@@ -409,6 +413,7 @@ class LogManager:
         if self.group_commit is not None:
             # Appenders still waiting get their fsync before the logs close.
             self.group_commit.stop()
+        self.key_indexer.stop()
         with self._lock:
             if not self._started:
                 return
@@ -509,6 +514,7 @@ class LogManager:
             # Listed before its metadata is written: if that write fails (taking the dir offline), shutdown still
             # closes the log.
             log_dir.logs[tp] = log
+            self.key_indexer.register(log)
             log.ensure_partition_metadata()
             return log
 
@@ -540,6 +546,7 @@ class LogManager:
                 if log is not None:
                     # Kafka's abortAndPauseCleaning: no pass may swap segments into a log being deleted.
                     self.cleaner.abort_and_pause(tp)
+                    self.key_indexer.unregister(log)
                     try:
                         target = log.delete()
                         self.cleaner.remove_checkpoint(log_dir.path, tp)

@@ -231,6 +231,22 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
+def rebuild_key_index(partition_dir: Path) -> dict[int, int]:
+    """Rebuild the key index (``.keyindex``) of every segment of ``partition_dir`` from its ``.log`` (the valid
+    prefix), each file atomically; the partition need not enable the key index. Returns entries per base offset.
+    The caller holds the log dir's lock. O(total log bytes)."""
+    from logmgr.key_index import write_segment_key_index
+    from logmgr.log_dirs import readonly_segments
+
+    written = {}
+    with readonly_segments(partition_dir) as segments:
+        for segment in segments:
+            batches = (found.batch for found in segment.batches(0))
+            written[segment.base_offset] = write_segment_key_index(partition_dir, segment.base_offset, batches)
+    fsync_dir(partition_dir)
+    return written
+
+
 def plan_reindex(target: Path, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> LogDirPlan:
     """The in-place reindex of ``target`` (partition dir or ``.log`` file) as a plan: one ``RebuildIndexes`` per
     segment, and a warning per ``.log`` with invalid bytes (its indexes then cover the valid prefix; ``recover``

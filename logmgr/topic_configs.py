@@ -159,6 +159,10 @@ def _with_source(err: ConfigError, source: ConfigSource | None, topic: str | Non
     return ConfigError(err.key, f"{err.message} ({', '.join(where)})") if where else err
 
 
+# Kafka's topic configs and logmgr's own (``logmgr.key.index.enable``).
+_TOPIC_CONFIG_NAMES = KAFKA_TOPIC_CONFIG_NAMES | {key for key in LOG_CONFIG_KEYS if key.startswith(LOGMGR_PREFIX)}
+
+
 def _unknown_key(key: str, source: ConfigSource) -> ConfigError:
     # A typo is short: a long key gets no suggestion (difflib is quadratic in its length).
     close = (
@@ -174,7 +178,7 @@ def _split_dotted(name: str, source: ConfigSource) -> tuple[str, str]:
     O(len(name) * number of Kafka topic configs)."""
     readings = [
         (name[: -len(key) - 1], key)
-        for key in KAFKA_TOPIC_CONFIG_NAMES
+        for key in _TOPIC_CONFIG_NAMES
         if name.endswith("." + key) and len(name) > len(key) + 1
     ]
     if not readings:
@@ -215,7 +219,7 @@ def parse_topic_config(text: str, source: ConfigSource) -> TopicConfigSetting:
         validate_topic(topic)
     except StorageFormatError as err:
         raise ConfigError(key[:_SHOWN], f"{err.message} ({source.detail})") from None
-    if key not in KAFKA_TOPIC_CONFIG_NAMES:
+    if key not in _TOPIC_CONFIG_NAMES:
         raise _unknown_key(key, source)
     if key in LOG_CONFIG_KEYS:
         # Alone over Kafka's defaults, a valid value never breaks min <= max compaction lag: that check waits

@@ -27,6 +27,7 @@ from checkpoints.producer_snapshot import parse_producer_snapshot
 from segments.abstract_index import UNTRIMMED_INDEX
 from segments.errors import CorruptIndexError, CorruptRecordError, StorageFormatError
 from segments.file_records import FileRecords
+from segments.key_index import ENTRY_SIZE, HEADER_SIZE, KEY_INDEX_SUFFIX, KeyIndexReader
 from segments.naming import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -263,6 +264,8 @@ class _Verifier:
                 self.verify_time_index(path, log_scans)
             elif name.endswith(TXN_INDEX_SUFFIX):
                 self.verify_txn_index(path)
+            elif name.endswith(KEY_INDEX_SUFFIX):
+                self.verify_key_index(path, log_scans)
             elif name.endswith(SNAPSHOT_SUFFIX):
                 parse_producer_snapshot(path.read_bytes(), path)
             else:
@@ -345,6 +348,19 @@ class _Verifier:
         if is_active and err.message.startswith(UNTRIMMED_INDEX):
             return
         self.problem(err, path)
+
+    def verify_key_index(self, path: Path, log_scans: dict[int, _LogScan]) -> None:
+        """Check a ``.keyindex``: its layout, and every entry against the segment's batches. O(entries)."""
+        base = offset_from_file_name(path.name)
+        with KeyIndexReader(path) as reader:
+            for message, position in _key_index_problems(reader, base, log_scans.get(base)):
+                self.report.problems.append(Problem(str(path), message, position))
+            torn = sum(1 for head in reader.slot_heads() if head > reader.header.entry_count)
+            if torn:
+                # A crash between a slot write and the header's: harmless (readers stop there), overwritten next.
+                self.report.warnings.append(
+                    Problem(str(path), f"{torn} slot(s) name entries past the entry count (torn write)", HEADER_SIZE)
+                )
 
     def verify_offset_index(self, path: Path, log_scans: dict[int, _LogScan]) -> None:
         base = offset_from_file_name(path.name)
@@ -439,6 +455,34 @@ _METADATA_FILES = frozenset(
 )
 
 
+def _key_index_problems(reader: KeyIndexReader, base: int, scan: _LogScan | None) -> Iterator[tuple[str, int]]:
+    """What is wrong with a ``.keyindex`` against its segment's batches, with byte positions. O(entries)."""
+    header = reader.header
+    if header.base_offset != base:
+        yield f"header names base offset {header.base_offset}, the file name {base}", 8
+    batches = [] if scan is None else scan.batches
+    starts = [b.base_offset for b in batches]
+    if batches and header.next_offset > batches[-1].last_offset + 1:
+        yield (
+            f"indexed up to offset {header.next_offset - 1}, past the segment's last offset "
+            f"{batches[-1].last_offset} (rebuild it with reindex --key-index)"
+        ), 72
+    entries_at = HEADER_SIZE + header.slot_count * 4
+    previous = -1
+    for number, entry in enumerate(reader.entries()):
+        position = entries_at + number * ENTRY_SIZE
+        if not header.start_offset <= entry.offset < header.next_offset or entry.offset <= previous:
+            yield (
+                f"entry {number + 1} names offset {entry.offset}: outside [{header.start_offset}, "
+                f"{header.next_offset}) or not after the previous entry's {previous}"
+            ), position
+        elif scan is not None:
+            i = bisect.bisect_right(starts, entry.offset) - 1
+            if i < 0 or entry.offset > batches[i].last_offset:
+                yield f"entry {number + 1} names offset {entry.offset}, which no batch of the segment holds", position
+        previous = entry.offset
+
+
 def _is_segment_file(name: str) -> bool:
     return name.endswith(LOG_SUFFIX) or parse_kraft_snapshot_name(name) is not None
 
@@ -455,7 +499,7 @@ def _is_known_file(name: str) -> bool:
         return True
     return any(
         name.endswith(suffix) and _has_offset_prefix(name)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX, KEY_INDEX_SUFFIX)
     )
 
 

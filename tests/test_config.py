@@ -44,6 +44,7 @@ DOC_TOPIC_DEFAULTS = {
     "max.message.bytes": 1048588,
     "preallocate": False,
     "min.cleanable.dirty.ratio": 0.5,  # Kafka's TopicConfig default (the log cleaner, issue 12)
+    "logmgr.key.index.enable": False,  # logmgr's key index (issue 14), off as in RocketMQ without messageIndexEnable
 }
 
 # The §7 table's broker synonyms.

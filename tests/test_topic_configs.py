@@ -23,6 +23,7 @@ from logmgr.config import (
 from logmgr.errors import ConfigError
 from logmgr.topic_configs import (
     KAFKA_DEFAULT,
+    LOGMGR_DEFAULT,
     ConfigSource,
     TopicConfigResolver,
     TopicConfigSetting,
@@ -97,7 +98,11 @@ def test_nothing_known_is_kafka_defaults() -> None:
     effective = resolver.resolve("orders")
     assert effective.config == LogConfig()
     assert set(effective.sources) == set(LOG_CONFIG_KEYS)
-    assert all(source == KAFKA_DEFAULT for source in effective.sources.values())
+    # logmgr's own topic configs (logmgr.key.index.enable) default to logmgr's value, the rest to Kafka's.
+    assert all(
+        source == (LOGMGR_DEFAULT if key.startswith("logmgr.") else KAFKA_DEFAULT)
+        for key, source in effective.sources.items()
+    )
     assert not effective.known
     assert effective.overrides() == {}
     assert resolver.broker() == BrokerConfig()
@@ -295,6 +300,7 @@ POOLS: dict[str, tuple[str, str]] = {
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
     "max.message.bytes": ("0", "100"),
     "preallocate": ("true", "false"),
+    "logmgr.key.index.enable": ("true", "false"),
     "min.compaction.lag.ms": ("0", "1000"),
     "max.compaction.lag.ms": ("1000", "5000"),
     "delete.retention.ms": ("0", "7"),
@@ -516,7 +522,8 @@ def test_huge_flag_gives_a_short_error(text: str) -> None:
 
 
 def test_every_logmgr_key_is_a_kafka_topic_config() -> None:
-    assert set(LOG_CONFIG_KEYS) <= KAFKA_TOPIC_CONFIG_NAMES
+    # Except logmgr's own topic configs (the logmgr. namespace: logmgr.key.index.enable).
+    assert {k for k in LOG_CONFIG_KEYS if not k.startswith("logmgr.")} <= KAFKA_TOPIC_CONFIG_NAMES
 
 
 # --- load_resolver over files ------------------------------------------------------------------------------------
@@ -661,5 +668,8 @@ def test_zookeeper_era_dir_knows_only_internal_topics(log_dir: Path) -> None:
         assert effective.known == internal, topic
         assert effective.config.compact == internal, topic
         if not internal:
-            assert all(source == KAFKA_DEFAULT for source in effective.sources.values())
+            assert all(
+                source == (LOGMGR_DEFAULT if key.startswith("logmgr.") else KAFKA_DEFAULT)
+                for key, source in effective.sources.items()
+            )
     assert any("no __cluster_metadata-0" in warning for warning in resolver.metadata_warnings())

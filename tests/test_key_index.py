@@ -1,0 +1,400 @@
+"""The key index: its file format (segments/key_index.py) and the per-log index and dispatcher
+(logmgr/key_index.py), checked against a scan of the log."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from logmgr.clock import ManualClock
+from logmgr.config import BrokerConfig, LogConfig
+from logmgr.key_index import KeyIndexDispatcher, LogKeyIndex, query_by_key
+from logmgr.log import Isolation, Log
+from logmgr.log_loader import load_log
+from logmgr.log_manager import LogManager
+from segments.errors import StorageFormatError
+from segments.file_records import iter_batches
+from segments.key_index import (
+    HEADER_SIZE,
+    KeyIndexCorruptError,
+    KeyIndexHeader,
+    KeyIndexReader,
+    KeyIndexWriter,
+    key_hash,
+    key_index_file,
+)
+from segments.records import SimpleRecord
+
+T0 = 1_700_000_000_000
+
+
+def open_log(directory: Path, clock: ManualClock, **props: object) -> Log:
+    config = LogConfig.from_properties(
+        {"logmgr.key.index.enable": "true", **{k.replace("_", "."): str(v) for k, v in props.items()}}
+    )
+    return load_log(directory, config, clock=clock, had_clean_shutdown=False)
+
+
+def scan(log: Log, key: bytes, begin: int | None = None, end: int | None = None) -> list[int]:
+    """Offsets of the records with ``key`` by reading the whole log (the model)."""
+    found = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        fetch = log.read(offset, 1 << 20, isolation=Isolation.LOG_END)
+        for item in iter_batches(fetch.records):
+            for record in item.batch.records():
+                ok = (begin is None or record.timestamp >= begin) and (end is None or record.timestamp <= end)
+                if record.key == key and ok and record.offset >= log.log_start_offset:
+                    found.append(record.offset)
+            offset = item.batch.next_offset
+    return found
+
+
+def queried(log: Log, key: bytes, begin: int | None = None, end: int | None = None) -> list[int]:
+    return [r.offset for r in log.query_by_key(key, begin_timestamp=begin, end_timestamp=end, max_records=10_000)]
+
+
+# -- file format -----------------------------------------------------------------------------------------------
+
+
+def test_writer_and_reader_round_trip_with_collisions_and_time_bounds(tmp_path: Path) -> None:
+    path = key_index_file(tmp_path, 100)
+    writer = KeyIndexWriter(path, 100, slot_count=2)  # two slots: chains mix keys, the hash filters them
+    for i in range(50):
+        writer.add(b"k%d" % (i % 5), 100 + i, T0 + i)
+    writer.advance(160)
+    writer.close()
+    with KeyIndexReader(path) as reader:
+        assert reader.header.entry_count == 50
+        assert reader.header.next_offset == 160
+        assert (reader.header.min_timestamp, reader.header.max_timestamp) == (T0, T0 + 49)
+        hits = reader.lookup(b"k3")
+        assert [e.offset for e in hits] == [100 + i for i in range(49, -1, -1) if i % 5 == 3]
+        assert all(e.key_hash == key_hash(b"k3") for e in hits)
+        assert [e.offset for e in reader.lookup(b"k3", begin_timestamp=T0 + 10, end_timestamp=T0 + 20)] == [118, 113]
+        assert reader.lookup(b"k3", begin_timestamp=T0 + 50) == []
+        assert reader.lookup(b"absent") == []
+
+
+def test_reopened_writer_appends_to_existing_chains(tmp_path: Path) -> None:
+    path = key_index_file(tmp_path, 0)
+    writer = KeyIndexWriter(path, 0, slot_count=8)
+    writer.add(b"a", 0, T0)
+    writer.close()
+    writer = KeyIndexWriter(path, 0)
+    writer.add(b"a", 5, T0 - 10)  # an older timestamp than the first: deltas are signed
+    writer.close()
+    with KeyIndexReader(path) as reader:
+        assert [(e.offset, e.timestamp) for e in reader.lookup(b"a")] == [(5, T0 - 10), (0, T0)]
+        assert reader.header.min_timestamp == T0 - 10
+
+
+def test_a_slot_written_past_the_counted_entries_is_not_followed(tmp_path: Path) -> None:
+    """Regression: a crash between a slot write and the header write left a slot naming an uncounted entry; the
+    next entry written there must not link to itself."""
+    path = key_index_file(tmp_path, 0)
+    writer = KeyIndexWriter(path, 0, slot_count=1)
+    writer.add(b"a", 0, T0)
+    writer.close()
+    with open(path, "r+b") as f:  # the torn state: slot says entry 2, header counts 1
+        f.seek(HEADER_SIZE)
+        f.write((2).to_bytes(4, "big"))
+    with KeyIndexReader(path) as reader:
+        assert reader.lookup(b"a") == []  # the torn head hides the chain, never loops
+    writer = KeyIndexWriter(path, 0)
+    writer.add(b"a", 1, T0)
+    writer.close()
+    with KeyIndexReader(path) as reader:
+        assert [e.offset for e in reader.lookup(b"a")] == [1]
+
+
+def test_bad_magic_and_short_files_raise_typed_errors_naming_the_file(tmp_path: Path) -> None:
+    path = key_index_file(tmp_path, 0)
+    path.write_bytes(b"XXXX" + bytes(HEADER_SIZE))
+    with pytest.raises(KeyIndexCorruptError, match="bad magic") as err:
+        KeyIndexReader(path)
+    assert err.value.path == str(path)
+    header = KeyIndexHeader(0, -1, -1, -1, -1, -1, -1, 0, 0, 16, 3)
+    path.write_bytes(header.pack())
+    with pytest.raises(KeyIndexCorruptError, match="need more than"):
+        KeyIndexReader(path)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=400), key=st.binary(max_size=8))
+def test_arbitrary_bytes_either_parse_or_raise_a_format_error(tmp_path: Path, data: bytes, key: bytes) -> None:
+    path = tmp_path / "00000000000000000000.keyindex"
+    path.write_bytes(data)
+    try:
+        with KeyIndexReader(path) as reader:
+            reader.lookup(key)
+            list(reader.entries())
+    except StorageFormatError:
+        pass
+
+
+@settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    entries=st.lists(st.tuples(st.sampled_from([b"a", b"b", b"c", b""]), st.integers(-(2**40), 2**40)), max_size=40),
+    slots=st.integers(1, 7),
+)
+def test_round_trip_matches_the_entries_written(tmp_path: Path, entries: list[tuple[bytes, int]], slots: int) -> None:
+    path = tmp_path / "00000000000000000007.keyindex"
+    path.unlink(missing_ok=True)
+    writer = KeyIndexWriter(path, 7, slot_count=slots)
+    for i, (key, ts) in enumerate(entries):
+        writer.add(key, 7 + i, ts)
+        if i % 3 == 0:
+            writer.commit()
+    writer.close()
+    with KeyIndexReader(path) as reader:
+        assert [(e.offset, e.timestamp) for e in reader.entries()] == [(7 + i, ts) for i, (_k, ts) in enumerate(entries)]
+        for key in (b"a", b"b", b"c", b""):
+            want = [(7 + i, ts) for i, (k, ts) in enumerate(entries) if k == key]
+            assert [(e.offset, e.timestamp) for e in reversed(reader.lookup(key))] == want
+
+
+# -- the log's index --------------------------------------------------------------------------------------------
+
+
+def append(log: Log, rng: random.Random, clock: ManualClock, keys: int = 12) -> None:
+    records = []
+    for _ in range(rng.randint(1, 4)):
+        key = None if rng.random() < 0.1 else b"key-%d" % rng.randrange(keys)
+        records.append(SimpleRecord(b"v", key, clock.time_ms() + rng.randint(-5, 5)))
+    log.append_records(records)
+    clock.advance(1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_model_random_keys_rolls_retention_truncation_and_crash_agree_with_a_scan(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    clock = ManualClock(T0)
+    pdir = tmp_path / "t-0"
+    log = open_log(pdir, clock, segment_bytes=600, file_delete_delay_ms=0)
+    dispatcher = KeyIndexDispatcher()
+    dispatcher.register(log)
+    for step in range(120):
+        op = rng.random()
+        if op < 0.7:
+            append(log, rng, clock)
+        elif op < 0.78:
+            log.roll()
+        elif op < 0.84 and log.log_end_offset > 0:
+            log.delete_records_before(rng.randint(log.log_start_offset, log.high_watermark))
+            log.delete_old_segments()
+            log.deleter.run_due()
+        elif op < 0.9 and log.log_end_offset > log.log_start_offset:
+            log.truncate_to(rng.randint(log.log_start_offset, log.log_end_offset))
+        elif op < 0.95:
+            # SIGKILL: nothing is closed or committed; the next open recovers the log and the index from disk.
+            dispatcher.unregister(log)
+            log = open_log(pdir, clock, segment_bytes=600, file_delete_delay_ms=0)
+            dispatcher.register(log)
+        if rng.random() < 0.6:
+            dispatcher.run_once()  # the dispatcher lags the appends by a random amount
+        key = b"key-%d" % rng.randrange(12)
+        assert queried(log, key) == scan(log, key), f"step {step}"
+        begin, end = T0 + rng.randint(0, step + 5), T0 + rng.randint(0, step + 5)
+        assert queried(log, key, begin, end) == scan(log, key, begin, end), f"step {step}"
+    dispatcher.drain()
+    index = log.key_index
+    assert index is not None and index.progress == log.log_end_offset
+    for k in range(12):
+        assert queried(log, b"key-%d" % k) == scan(log, b"key-%d" % k)
+    dispatcher.stop()
+    log.close()
+
+
+def test_caught_up_index_is_used_and_files_follow_their_segments(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=400, file_delete_delay_ms=0)
+    dispatcher = KeyIndexDispatcher()
+    index = dispatcher.register(log)
+    assert index is not None
+    rng = random.Random(1)
+    for _ in range(60):
+        append(log, rng, clock)
+    dispatcher.drain()
+    bases = log.segments.base_offsets()
+    assert len(bases) > 2
+    assert {p.name for p in (tmp_path / "t-0").glob("*.keyindex")} == {key_index_file(".", b).name for b in bases}
+    log.delete_records_before(bases[2])
+    log.delete_old_segments()
+    assert not key_index_file(log.dir, bases[0]).exists()
+    assert queried(log, b"key-1") == scan(log, b"key-1")
+    assert all(o >= bases[2] for o in queried(log, b"key-1"))
+    log.close()
+
+
+def test_index_enabled_on_an_existing_log_catches_up_from_the_log(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    config = LogConfig.from_properties({"segment.bytes": "500"})
+    log = load_log(tmp_path / "t-0", config, clock=clock)
+    rng = random.Random(2)
+    for _ in range(40):
+        append(log, rng, clock)
+    log.close()
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=500)
+    dispatcher = KeyIndexDispatcher()
+    index = dispatcher.register(log)
+    assert index is not None and index.progress == 0
+    dispatcher.drain()
+    assert index.progress == log.log_end_offset
+    assert queried(log, b"key-3") == scan(log, b"key-3")
+    log.close()
+
+
+def test_an_index_ahead_of_the_log_after_a_crash_is_rebuilt(tmp_path: Path) -> None:
+    """Regression: the log lost its unflushed tail in a crash but the key index kept entries past it."""
+    clock = ManualClock(T0)
+    pdir = tmp_path / "t-0"
+    log = open_log(pdir, clock)
+    rng = random.Random(3)
+    for _ in range(20):
+        append(log, rng, clock)
+    end = log.log_end_offset
+    log.flush()
+    LogKeyIndex(log, lambda: None).catch_up()
+    log.close()
+    # The lost tail: cut the .log back to its first batch.
+    log_file = next(pdir.glob("*.log"))
+    first = next(iter_batches(log_file.read_bytes())).batch
+    os.truncate(log_file, first.size_in_bytes)
+    log = open_log(pdir, clock)
+    assert log.log_end_offset < end
+    index = LogKeyIndex(log, lambda: None)
+    assert index.progress == 0
+    assert not key_index_file(pdir, 0).exists()  # removed: it indexed records the log no longer has
+    index.catch_up()
+    with KeyIndexReader(key_index_file(pdir, 0)) as reader:
+        assert reader.header.next_offset == log.log_end_offset
+    log.close()
+
+
+def test_truncation_then_new_appends_with_other_keys_are_indexed(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path / "t-0", clock)
+    index = LogKeyIndex(log, lambda: None)
+    log.key_index = index
+    for _ in range(5):
+        log.append_records([SimpleRecord(b"v", b"a", T0)])
+    index.catch_up()
+    log.truncate_to(2)
+    log.append_records([SimpleRecord(b"v", b"b", T0)] * 3)
+    index.catch_up()
+    with KeyIndexReader(key_index_file(log.dir, 0)) as reader:
+        assert [e.offset for e in reader.lookup(b"a")] == [1, 0]
+        assert [e.offset for e in reader.lookup(b"b")] == [4, 3, 2]
+    assert queried(log, b"a") == [0, 1]
+    log.close()
+
+
+def test_max_records_keeps_the_first_in_offset_order(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
+    for i in range(30):
+        log.append_records([SimpleRecord(b"%d" % i, b"k", T0 + i)])
+    LogKeyIndex(log, lambda: None).catch_up()
+    got = query_by_key(log, b"k", max_records=7)
+    assert [r.offset for r in got] == list(range(7))
+    assert [r.value for r in got] == [b"%d" % i for i in range(7)]
+    assert query_by_key(log, b"k", max_records=0) == []
+    log.close()
+
+
+def test_log_manager_builds_the_index_off_the_append_path(tmp_path: Path) -> None:
+    broker = BrokerConfig.from_properties({"log.dirs": str(tmp_path / "d"), "logmgr.key.index.enable": "false"})
+    manager = LogManager(broker, topic_overrides={"t": {"logmgr.key.index.enable": "true"}})
+    manager.startup()
+    try:
+        log = manager.get_or_create_log("t", 0)
+        plain = manager.get_or_create_log("u", 0)
+        assert log.key_index is not None and plain.key_index is None
+        for i in range(20):
+            log.append_records([SimpleRecord(b"v", b"k%d" % (i % 3), T0 + i)])
+        manager.key_indexer.drain()
+        assert log.key_index.progress == 20
+        assert queried(log, b"k1") == scan(log, b"k1")
+    finally:
+        manager.shutdown()
+    manager = LogManager(broker, topic_overrides={"t": {"logmgr.key.index.enable": "true"}})
+    manager.startup()
+    try:
+        log = manager.get_or_create_log("t", 0)
+        assert log.key_index is not None and log.key_index.progress == 20  # recovered from the headers
+    finally:
+        manager.shutdown()
+
+
+def test_cli_read_by_key_with_time_bounds_and_usage_errors(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from cli.main import main as cli
+
+    clock = ManualClock(T0)
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
+    for i in range(30):
+        log.append_records([SimpleRecord(b"%d" % i, b"k%d" % (i % 3), T0 + i)])
+    log.close()
+    result = CliRunner().invoke(cli, ["reindex", str(tmp_path / "t-0"), "--key-index"])
+    assert result.exit_code == 0, result.output
+    assert "key index:" in result.stdout
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
+    for i in range(30, 36):  # past the index: scanned
+        log.append_records([SimpleRecord(b"%d" % i, b"k%d" % (i % 3), T0 + i)])
+    log.close()
+    runner = CliRunner()
+    result = runner.invoke(cli, ["read", str(tmp_path), "t-0", "--key", "k1"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["offset"] for line in result.stdout.splitlines()] == list(range(1, 36, 3))
+    result = runner.invoke(
+        cli, ["read", str(tmp_path), "t-0", "--key", "k1", "--from-time", str(T0 + 5), "--to-time", str(T0 + 20)]
+    )
+    assert [json.loads(line)["offset"] for line in result.stdout.splitlines()] == [7, 10, 13, 16, 19]
+    result = runner.invoke(cli, ["read", str(tmp_path), "t-0", "--key", "nope"])
+    assert result.exit_code == 0 and result.stdout == "" and "no records with key 'nope'" in result.stderr
+    result = runner.invoke(cli, ["read", str(tmp_path), "t-0", "--to-time", "5"])
+    assert result.exit_code == 2 and "--to-time needs --key" in result.stderr
+    assert not list((tmp_path / "t-0").glob("*.keyindex.*"))
+
+
+def test_verify_accepts_a_built_index_and_reports_entries_past_the_log(tmp_path: Path) -> None:
+    from logmgr.verify import verify_paths
+
+    clock = ManualClock(T0)
+    log = open_log(tmp_path / "t-0", clock)
+    for i in range(10):
+        log.append_records([SimpleRecord(b"v", b"k%d" % (i % 2), T0 + i)])
+    LogKeyIndex(log, lambda: None).catch_up()
+    log.close()
+    report = verify_paths([tmp_path / "t-0"])
+    assert report.ok, report.problems
+    assert not report.warnings
+    # The .log loses its tail but the index keeps it (what a crash without recovery could leave).
+    log_file = tmp_path / "t-0" / "00000000000000000000.log"
+    first = next(iter_batches(log_file.read_bytes())).batch
+    os.truncate(log_file, first.size_in_bytes * 3)
+    report = verify_paths([tmp_path / "t-0"])
+    messages = [p.error for p in report.problems if p.file.endswith(".keyindex")]
+    assert any("past the segment's last offset 2" in m for m in messages), report.problems
+    assert any("entry 4 names offset 3, which no batch" in m for m in messages)
+
+
+def test_files_of_segments_gone_from_the_log_are_removed_at_registration(tmp_path: Path) -> None:
+    """Regression: a segment merged away by the cleaner (or deleted before a crash) left its .keyindex behind."""
+    clock = ManualClock(T0)
+    log = open_log(tmp_path / "t-0", clock)
+    log.append_records([SimpleRecord(b"v", b"k", T0)])
+    orphan = key_index_file(log.dir, 12345)
+    KeyIndexWriter(orphan, 12345).close()
+    LogKeyIndex(log, lambda: None).catch_up()
+    assert not orphan.exists()
+    assert key_index_file(log.dir, 0).exists()
+    log.close()
