@@ -409,7 +409,13 @@ def test_sigint_in_the_middle_of_a_read_exits_130_with_one_line(
     logs = _big_log_dir(tmp_path)
     before = _tree_hash(tmp_path)
     process = subprocess.Popen(
-        [*_logmgr(), "read", str(logs), "t-0"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*_logmgr(), "read", str(logs), "t-0"],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # As at a terminal: a suite started in the background by a non-interactive shell passes SIGINT ignored to
+        # its children, and Python then installs no KeyboardInterrupt handler at all.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     watchdog.append(process)
     assert process.stdout is not None
