@@ -27,6 +27,7 @@ from checkpoints.clean_shutdown import CleanShutdownMarker
 from checkpoints.offset_checkpoint import RECOVERY_POINT_CHECKPOINT_FILE, OffsetCheckpointFile
 from cli.cleanup_cmd import broker_config, cleanup
 from cli.flush_cmd import flush
+from cli.main import main
 from cli.recover_cmd import recover
 from cli.serve_cmd import serve
 from logmgr.log_manager import LogManager
@@ -241,6 +242,25 @@ def test_bug_cleanup_on_damaged_input_fails_planning_and_writes_nothing(tmp_path
         len(p["actions"]) for p in plan["partitions"]
     ) + len(plan["dirActions"]) + len(plan["previous"]["dirActions"])
     assert CliRunner().invoke(cleanup, [str(logdir), "--dry-run"]).exit_code == 0, "nothing left to recover"
+
+
+@pytest.mark.parametrize("content", ["empty", "unrelated"])
+@pytest.mark.parametrize("command", ["cleanup", "flush", "recover", "compact"])
+def test_bug_writing_commands_took_a_dir_without_kafka_data_for_an_empty_log_dir(
+    tmp_path: Path, command: str, content: str
+) -> None:
+    """Was: cleanup/flush/recover on a wrong path (an empty dir, a dir of unrelated files) exited 0 and wrote
+    ``.lock``, checkpoints and a clean-shutdown marker into it."""
+    target = tmp_path / "not-kafka"
+    target.mkdir()
+    if content == "unrelated":
+        (target / "notes.txt").write_text("hello\n")
+        (target / "photos").mkdir()
+    before = _tree_hash(target)
+    result = CliRunner().invoke(main, [command, str(target)])
+    assert result.exit_code == 1, result.output
+    assert "holds no Kafka data" in result.output and len(result.output.strip().splitlines()) == 1
+    assert _tree_hash(target) == before
 
 
 # -- recover -------------------------------------------------------------------------------------------------------

@@ -29,12 +29,15 @@ from pathlib import Path
 
 from checkpoints.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT_FILE
+from checkpoints.meta_properties import META_PROPERTIES_FILE
 from checkpoints.offset_checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
     parse_offset_checkpoint,
 )
+from logmgr.dir_lock import LOCK_FILE_NAME
 from logmgr.errors import PlanError
 from logmgr.retention import LogSnapshot, SegmentInfo
 from segments.abstract_index import UNTRIMMED_INDEX
@@ -56,6 +59,14 @@ from segments.transactions import TransactionTracker
 
 METADATA_TOPIC = "__cluster_metadata"
 OFFSET_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE)
+KAFKA_DIR_FILES = (
+    *OFFSET_CHECKPOINTS,
+    CLEANER_OFFSET_CHECKPOINT_FILE,
+    META_PROPERTIES_FILE,
+    CLEAN_SHUTDOWN_FILE,
+    LOCK_FILE_NAME,
+)
+"""Files a broker keeps at the top of a log dir: one of them (or a partition dir) makes a dir a Kafka log dir."""
 SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 
 
@@ -196,6 +207,7 @@ def scan_log_dir(
     partitions: list[PartitionView] = []
     skipped: list[str] = []
     found: set[TopicPartition] = set()
+    kafka_dirs = 0
     for child in sorted(log_dir.iterdir()):
         if child.is_symlink():
             if child.is_dir():
@@ -209,6 +221,7 @@ def scan_log_dir(
             skipped.append(f"{child.name}: not a partition dir")
             continue
         tp = parsed.topic_partition
+        kafka_dirs += 1
         if parsed.kind != "live":
             skipped.append(f"{child.name}: a {parsed.kind} dir")
             continue
@@ -227,6 +240,12 @@ def scan_log_dir(
         missing = sorted(str(tp) for tp in set(only) - found)
         if missing:
             raise PlanError(f"{log_dir}: no such partition: {', '.join(missing)}")
+    if not kafka_dirs and not any((log_dir / name).exists() for name in KAFKA_DIR_FILES):
+        # A typo'd or wrong path must not be taken for an empty broker dir (and get a .lock written into it).
+        raise PlanError(
+            f"{log_dir} holds no Kafka data: no partition dir, checkpoint, meta.properties or .lock in it "
+            "(give a broker's log dir)"
+        )
     return LogDirView(log_dir, clean, checkpoints, tuple(partitions), tuple(skipped))
 
 
