@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from checkpoints.offset_checkpoint import OffsetCheckpointFile
 from cli.compact_cmd import compact
+from logmgr.cleaner import manager as manager_module
 from logmgr.cleaner.cleaner import empty_batch
 from logmgr.cleaner.log_cleaner import LogCleaner
 from logmgr.cleaner.manager import CleanerCheckpoints
@@ -29,8 +32,9 @@ from logmgr.log_manager import JOB_LOG_CLEANER, LogManager
 from logmgr.offline.plan import read_tree
 from logmgr.scheduler import ManualScheduler
 from logmgr.verify import verify_paths
+from segments.naming import TopicPartition
 from segments.records import ControlRecordType, DefaultRecordBatch, SimpleRecord, build_batch
-from tests.conftest import CLIENTS_GENERATED, KAFKA_REAL, require_fixtures
+from tests.conftest import CLIENTS_GENERATED, FAILURE_DEADLINE_S, KAFKA_REAL, ContendedLock, require_fixtures
 from tests.test_log_cleaner_model import read_batches, read_committed_records
 
 T0 = 1_700_000_000_000
@@ -554,6 +558,34 @@ def test_compact_plan_predicts_the_tree_the_real_run_leaves(tmp_path: Path) -> N
     assert {p for p, c in predicted.items() if c == DERIVED and not p.endswith("?")} <= set(after)
     (action,) = [a for p in plan.partitions for a in p.actions]
     assert action.bytes_after == sum(len(c) for p, c in after.items() if p.startswith("t-0/") and p.endswith(".log"))
+
+
+def test_bug_two_cleaner_threads_updating_one_dirs_checkpoint_lost_an_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: two cleaner threads finishing logs of one dir each read, updated and rewrote cleaner-offset-checkpoint
+    at once: one entry was lost, or the shared .tmp vanished under a rename (FileNotFoundError, 1 make test in 15).
+    The first writer is held inside its write until the second has reached the update; the file must hold both."""
+    lock = ContendedLock(manager_module._CHECKPOINT_UPDATES)
+    monkeypatch.setattr(manager_module, "_CHECKPOINT_UPDATES", lock)
+    original = OffsetCheckpointFile.write
+    first = threading.Event()
+
+    def write_waiting_for_the_second_updater(self: OffsetCheckpointFile, content: Any) -> None:
+        if not first.is_set():
+            first.set()
+            # With the lock, the second thread blocks on it (contended); without, it would run its whole update here.
+            lock.contended.wait(FAILURE_DEADLINE_S)
+        original(self, content)
+
+    monkeypatch.setattr(OffsetCheckpointFile, "write", write_waiting_for_the_second_updater)
+    tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    writer = threading.Thread(target=lambda: CleanerCheckpoints(tmp_path).update({tp0: 10}))
+    writer.start()
+    assert first.wait(FAILURE_DEADLINE_S)
+    CleanerCheckpoints(tmp_path).update({tp1: 20})
+    writer.join(FAILURE_DEADLINE_S)
+    assert CleanerCheckpoints(tmp_path).read() == {tp0: 10, tp1: 20}
 
 
 def test_cleaner_threads_share_the_dedupe_buffer_and_never_a_map(tmp_path: Path) -> None:

@@ -159,6 +159,12 @@ def is_cleanable(ltc: LogToClean, config: LogConfig) -> bool:
     return (ltc.needs_compaction_now and ltc.cleanable_bytes > 0) or ltc.cleanable_ratio > config.min_cleanable_dirty_ratio
 
 
+_CHECKPOINT_UPDATES = threading.Lock()
+"""Guards the read-modify-write of every ``cleaner-offset-checkpoint`` of the process, as the lock of Kafka's
+LogCleanerManager does: two cleaner threads finishing logs of one dir must neither lose each other's entry nor
+share the temporary file."""
+
+
 class CleanerCheckpoints:
     """One log dir's ``cleaner-offset-checkpoint`` (Kafka's offset-checkpoint format, version 0). An unreadable
     file reads as empty, as Kafka's ``allCleanerCheckpoints`` logs and carries on."""
@@ -178,12 +184,14 @@ class CleanerCheckpoints:
             return {}
 
     def update(self, updates: Mapping[TopicPartition, int], *, remove: Iterable[TopicPartition] = ()) -> None:
-        """Write the file with ``updates`` applied and ``remove`` dropped; other entries stay. O(entries)."""
-        current = self.read()
-        current.update(updates)
-        for tp in remove:
-            current.pop(tp, None)
-        self._file.write(dict(sorted(current.items(), key=lambda kv: str(kv[0]))))
+        """Write the file with ``updates`` applied and ``remove`` dropped; other entries stay. Serialized with every
+        other update of the process (``_CHECKPOINT_UPDATES``). O(entries)."""
+        with _CHECKPOINT_UPDATES:
+            current = self.read()
+            current.update(updates)
+            for tp in remove:
+                current.pop(tp, None)
+            self._file.write(dict(sorted(current.items(), key=lambda kv: str(kv[0]))))
 
 
 class LogCleaningAbortedByRequest(LogmgrError):
