@@ -177,6 +177,36 @@ def test_cleanup_real_run_executes_the_dry_run_plan_then_verifies_clean(tmp_path
     assert "would delete 0 segment(s)" in again.output
 
 
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "kraft-3.6-running-snapshots/kafka-logs",
+        "kraft-3.7-clean-transactions/kafka-data",
+        "kraft-4.2-clean/kafka-logs",
+        "zk-2.1-clean-multiseg/kafka-logs",
+        "zk-3.6.2-running/kafka-logs",
+        "zk-3.7.1-clean-multiseg/kafka-logs",
+    ],
+)
+def test_bug_cleanup_dry_run_said_nothing_on_real_dirs_the_real_run_then_cleaned(tmp_path: Path, fixture: str) -> None:
+    """Was: on six real broker dirs the dry run said "would delete 0 segment(s)" and the real run (which rolled the
+    active segment first) deleted 2-9 segments each. Now both are one plan: the real run applies exactly the dry
+    run's actions, on every real dir, with a retention short enough to delete."""
+    logdir = _copy(KAFKA_REAL / fixture, tmp_path)
+    args = [str(logdir), "--json", "--retention-ms", "1"]
+    planned = CliRunner().invoke(cleanup, [*args, "--dry-run"])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.output)
+    done = CliRunner().invoke(cleanup, args)
+    assert done.exit_code == 0, done.output
+    planned_actions = [a for p in plan["partitions"] for a in p["actions"]] + plan["dirActions"]
+    assert [_without_reason(a) for a in json.loads(done.output)["applied"]] == [
+        _without_reason(a) for a in planned_actions
+    ]
+    again = CliRunner().invoke(cleanup, [*args, "--dry-run"])
+    assert json.loads(again.output)["counts"].get("delete", 0) == 0, "nothing left that the plan meant to delete"
+
+
 def test_cleanup_warns_about_topics_of_unknown_config_it_would_delete(tmp_path: Path) -> None:
     logdir = _copy(KAFKA_REAL / "zk-3.7.1-clean-multiseg" / "kafka-logs", tmp_path)
     result = CliRunner().invoke(cleanup, [str(logdir), "--dry-run"])
