@@ -2,9 +2,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean native
 
-$(VENV)/.installed: pyproject.toml
+NATIVE_SOURCES := setup.py $(wildcard segments/_native/*.pyx segments/_native/*.pxd segments/_native/*.h)
+
+$(VENV)/.installed: pyproject.toml $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# compat mode puts the project root on sys.path, so Spark's scan for pyspark_* modules finds pyspark_logmgr.
@@ -27,8 +29,12 @@ lint: $(VENV)/.installed
 test: $(VENV)/.installed lint
 	$(PY) -m pytest -q
 
+# Rebuild the compiled core in place after editing segments/_native (the install does it too).
+native: $(VENV)/.installed
+	$(PY) setup.py -q build_ext --inplace
+
 bench: $(VENV)/.bench-installed
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache segments/_native/*.c segments/_native/*.so

@@ -1,0 +1,144 @@
+# Byte-level primitives shared by the kernels (cimported, inlined; no Python objects, callable without the GIL).
+#
+# Every reader takes the end of its input and checks it before touching a byte: hostile input yields a status
+# code, never a read past the buffer. Kafka's wire is big-endian; varints are protobuf zig-zag (ByteUtils).
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+# Status codes of the varint readers and the record framer (0 = ok).
+cdef enum:
+    WIRE_OK = 0
+    WIRE_TRUNCATED = 1        # the input ends inside the value
+    WIRE_VARINT_TOO_LONG = 2  # more than 5 (varint) or 10 (varlong) bytes
+    WIRE_RECORD_TOO_LARGE = 3 # a record length above the caller's limit
+    WIRE_BAD_RECORD_SIZE = 4  # a record length below the 6-byte minimum body or past the input
+    WIRE_TRAILING_BYTES = 5   # bytes left after the declared number of records
+
+cdef inline uint16_t load_be16(const uint8_t *p) noexcept nogil:
+    return <uint16_t>((<uint16_t>p[0] << 8) | p[1])
+
+cdef inline uint32_t load_be32(const uint8_t *p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
+
+cdef inline uint64_t load_be64(const uint8_t *p) noexcept nogil:
+    return (<uint64_t>load_be32(p) << 32) | <uint64_t>load_be32(p + 4)
+
+cdef inline void store_be16(uint8_t *p, uint16_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 8)
+    p[1] = <uint8_t>v
+
+cdef inline void store_be32(uint8_t *p, uint32_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 24)
+    p[1] = <uint8_t>(v >> 16)
+    p[2] = <uint8_t>(v >> 8)
+    p[3] = <uint8_t>v
+
+cdef inline void store_be64(uint8_t *p, uint64_t v) noexcept nogil:
+    store_be32(p, <uint32_t>(v >> 32))
+    store_be32(p + 4, <uint32_t>v)
+
+cdef inline int read_varint(const uint8_t *buf, size_t end, size_t *pos, int32_t *out) noexcept nogil:
+    """Zig-zag varint (int32) at buf[pos[0]] before end; advances pos. WIRE_TRUNCATED / WIRE_VARINT_TOO_LONG
+    leave pos unchanged."""
+    cdef size_t p = pos[0]
+    cdef uint32_t raw = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while True:
+        if p >= end:
+            return WIRE_TRUNCATED
+        b = buf[p]
+        p += 1
+        raw |= (<uint32_t>(b & 0x7F)) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 28:
+            return WIRE_VARINT_TOO_LONG
+    out[0] = <int32_t>((raw >> 1) ^ (-(raw & 1)))
+    pos[0] = p
+    return WIRE_OK
+
+cdef inline int read_varlong(const uint8_t *buf, size_t end, size_t *pos, int64_t *out) noexcept nogil:
+    """Zig-zag varlong (int64), as :func:`read_varint` with at most 10 bytes."""
+    cdef size_t p = pos[0]
+    cdef uint64_t raw = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while True:
+        if p >= end:
+            return WIRE_TRUNCATED
+        b = buf[p]
+        p += 1
+        raw |= (<uint64_t>(b & 0x7F)) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            return WIRE_VARINT_TOO_LONG
+    out[0] = <int64_t>((raw >> 1) ^ (-(raw & 1)))
+    pos[0] = p
+    return WIRE_OK
+
+cdef inline size_t varint_size(int32_t value) noexcept nogil:
+    cdef uint32_t raw = (<uint32_t>value << 1) ^ <uint32_t>(value >> 31)
+    cdef size_t n = 1
+    while raw >= 0x80:
+        raw >>= 7
+        n += 1
+    return n
+
+cdef inline size_t varlong_size(int64_t value) noexcept nogil:
+    cdef uint64_t raw = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef size_t n = 1
+    while raw >= 0x80:
+        raw >>= 7
+        n += 1
+    return n
+
+cdef inline uint8_t *write_varint(uint8_t *p, int32_t value) noexcept nogil:
+    """Write the zig-zag varint of value at p (room for 5 bytes); return the byte after it."""
+    cdef uint32_t raw = (<uint32_t>value << 1) ^ <uint32_t>(value >> 31)
+    while raw >= 0x80:
+        p[0] = <uint8_t>((raw & 0x7F) | 0x80)
+        p += 1
+        raw >>= 7
+    p[0] = <uint8_t>raw
+    return p + 1
+
+cdef inline uint8_t *write_varlong(uint8_t *p, int64_t value) noexcept nogil:
+    """Write the zig-zag varlong of value at p (room for 10 bytes); return the byte after it."""
+    cdef uint64_t raw = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    while raw >= 0x80:
+        p[0] = <uint8_t>((raw & 0x7F) | 0x80)
+        p += 1
+        raw >>= 7
+    p[0] = <uint8_t>raw
+    return p + 1
+
+cdef inline int frame_records(const uint8_t *buf, size_t length, int64_t count, int64_t max_record_bytes,
+                              size_t *error_pos) noexcept nogil:
+    """Check that buf[0:length] holds exactly ``count`` length-prefixed magic-2 records (Kafka's framing rule:
+    each body at least 6 bytes, none past the end, nothing after the last), reading lengths only. On failure
+    error_pos[0] is the start of the offending record (or of the trailing bytes). O(count)."""
+    cdef size_t pos = 0
+    cdef size_t start
+    cdef int32_t body
+    cdef int status
+    cdef int64_t i
+    for i in range(count):
+        start = pos
+        status = read_varint(buf, length, &pos, &body)
+        if status != WIRE_OK:
+            error_pos[0] = start
+            return status
+        if body > max_record_bytes:
+            error_pos[0] = start
+            return WIRE_RECORD_TOO_LARGE
+        if body < 6 or <size_t>body > length - pos:
+            error_pos[0] = start
+            return WIRE_BAD_RECORD_SIZE
+        pos += <size_t>body
+    if pos != length:
+        error_pos[0] = pos
+        return WIRE_TRAILING_BYTES
+    return WIRE_OK
