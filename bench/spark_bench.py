@@ -67,6 +67,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from logmgr.spark.cluster import StandaloneCluster, java_available
 from logmgr.spark.options import parse_options
 from logmgr.spark.scan import SegmentSlice, plan_scan, read_slice
 from logmgr.spark.schema import OutputColumns, spark_ddl
@@ -84,6 +85,10 @@ CHECK_PREFIX_BATCHES = 100
 TUPLE_SOURCE = "bench-tuple-log"
 REPLAY_SOURCE = "bench-arrow-replay"
 DRIVER_MEMORY = "4g"
+# Each of the cluster's two workers offers one core and this memory; its executor takes most of it.
+CLUSTER_WORKER_MEMORY = "3g"
+CLUSTER_EXECUTOR_MEMORY = "2g"
+CLUSTER_PASS = "ours: kafka-log count() on a standalone cluster (2 workers x 1 core)"
 """In local mode both tasks share the driver's heap; at the 1g default the full-size Parquet writes were erratic
 and up to several times slower in trials, so the heap is raised out of the way."""
 _DATA_FORMAT_VERSION = 1
@@ -317,13 +322,13 @@ class ArrowReplayReader(_SliceReader):
 # -- the passes -------------------------------------------------------------------------------------------------
 
 
-def spark_session() -> SparkSession:
-    """The session every Spark pass uses: ``local[2]``, no UI, loopback only, workers on this interpreter, the
-    three sources registered. O(JVM start)."""
+def spark_session(master: str = "local[2]", **conf: str) -> SparkSession:
+    """The session every Spark pass uses: ``local[2]`` (or ``master``), no UI, loopback only, workers on this
+    interpreter, the three sources registered. O(JVM start)."""
     if __name__ != "__main__":
         # Imported by run_all: the workers cannot import this module, so its sources travel by value.
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spark = local_session("local[2]", "logmgr-spark-bench", **{"spark.driver.memory": DRIVER_MEMORY})
+    spark = local_session(master, "logmgr-spark-bench", **{"spark.driver.memory": DRIVER_MEMORY, **conf})
     spark.dataSource.register(TupleLogSource)
     spark.dataSource.register(ArrowReplaySource)
     return spark
@@ -413,6 +418,8 @@ class SparkResult:
     in_process_s: float
     ours_parquet_bytes: int
     ceiling_parquet_bytes: int
+    cluster_count_s: float | None = None
+    """``kafka-log`` count() on a standalone cluster of two one-core workers (None: not run, no Java)."""
 
     def rate(self, seconds: float) -> float:
         """Rows per second of a pass that took ``seconds``. O(1)."""
@@ -433,6 +440,11 @@ class SparkResult:
             ("ceiling: in-memory DataFrame write.parquet", self.ceiling_parquet_s, self.ceiling_parquet_s),
             ("ours: kafka-log write.parquet", self.ours_parquet_s, self.ceiling_parquet_s),
             ("in-process read_slice, 1 thread, no Spark", self.in_process_s, None),
+            *(
+                []
+                if self.cluster_count_s is None
+                else [(CLUSTER_PASS, self.cluster_count_s, self.ceiling_count_s)]
+            ),
         ):
             rows.append(
                 [
@@ -471,7 +483,17 @@ class SparkResult:
                 f"ratio ours count() / (2 x in-process read_slice) = "
                 f"{self.in_process_s / 2 / self.ours_count_s:.3f}",
                 f"target >= 1,000,000 rows/s on count() (100-byte values, 2 cores): {verdict} ({ours:,.0f} rows/s)",
+                self.cluster_line(),
             ]
+        )
+
+    def cluster_line(self) -> str:
+        """The cluster figure next to local[2], or why there is none. O(1)."""
+        if self.cluster_count_s is None:
+            return "cluster: not run (no Java runtime, or --no-cluster)"
+        return (
+            f"ratio cluster (2 workers x 1 core) / local[2], count() = {self.ours_count_s / self.cluster_count_s:.3f}"
+            f" ({self.rate(self.cluster_count_s):,.0f} vs {self.rate(self.ours_count_s):,.0f} rows/s)"
         )
 
     def summary(self) -> str:
@@ -480,7 +502,8 @@ class SparkResult:
             f"spark kafka-log: count() {self.rate(self.ours_count_s):,.0f} rows/s (ceiling "
             f"{self.rate(self.ceiling_count_s):,.0f}, tuple reader {self.rate(self.tuple_count_s):,.0f}, "
             f"x{self.tuple_count_s / self.ours_count_s:.1f}), Parquet {self.rate(self.ours_parquet_s):,.0f} rows/s "
-            f"(ceiling {self.rate(self.ceiling_parquet_s):,.0f}, ratio {self.ceiling_parquet_s / self.ours_parquet_s:.3f})"
+            f"(ceiling {self.rate(self.ceiling_parquet_s):,.0f}, ratio {self.ceiling_parquet_s / self.ours_parquet_s:.3f}); "
+            + self.cluster_line()
         )
 
 
@@ -554,14 +577,42 @@ def measure(spark: SparkSession, data: SparkData, scratch: Path, runs: int) -> S
     )
 
 
+def measure_cluster(data: SparkData, scratch: Path, runs: int) -> float:
+    """Best ``kafka-log`` count() time on a standalone cluster (a master and two one-core workers started from
+    PySpark's distribution, :class:`logmgr.spark.cluster.StandaloneCluster`), totals checked first. O(runs x
+    rows + JVM starts)."""
+    path = str(data.log_dir)
+    with StandaloneCluster(
+        scratch / "cluster", workers=2, memory_per_worker=CLUSTER_WORKER_MEMORY
+    ) as cluster:
+        spark = spark_session(cluster.master_url, **{"spark.executor.memory": CLUSTER_EXECUTOR_MEMORY})
+        try:
+            check(
+                "kafka-log on the cluster",
+                spark_totals(spark.read.format("kafka-log").load(path)),
+                expected_totals(data, data.batches_per_partition),
+            )
+            best = float("inf")
+            for _ in range(runs):
+                started = time.perf_counter()
+                count_rows(lambda: spark.read.format("kafka-log").load(path), data.rows)()
+                best = min(best, time.perf_counter() - started)
+            return best
+        finally:
+            spark.stop()
+
+
 def run(args: argparse.Namespace) -> SparkResult:
-    """Generate (or reuse) the log dir, start Spark, measure, print the report; the Parquet output is removed.
-    O(runs x size)."""
+    """Generate (or reuse) the log dir, start Spark, measure, then the same count() on a standalone cluster
+    (unless ``--no-cluster`` or no Java), print the report; the Parquet output is removed. O(runs x size)."""
     data = dataset(size_mib(args), args.data_dir)
     scratch = fresh_dir(args.data_dir / "spark-run")
     spark = spark_session()
     try:
         result = measure(spark, data, scratch, repeats(args, 3))
+        spark.stop()
+        if java_available() and not getattr(args, "no_cluster", False):
+            result = replace(result, cluster_count_s=measure_cluster(data, scratch, repeats(args, 3)))
     finally:
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -575,7 +626,12 @@ def run(args: argparse.Namespace) -> SparkResult:
 
 def main(argv: list[str] | None = None) -> None:
     """Command-line entry point. O(runs x size)."""
-    bench_main(__doc__, run, argv, sized=True)
+    bench_main(__doc__, run, argv, sized=True, add_args=add_cluster_arg)
+
+
+def add_cluster_arg(parser: argparse.ArgumentParser) -> None:
+    """``--no-cluster``: skip the standalone-cluster pass. O(1)."""
+    parser.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster count() pass")
 
 
 if __name__ == "__main__":
