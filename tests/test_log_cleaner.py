@@ -446,8 +446,9 @@ def test_isolation_log_end_reads_across_offset_gaps(tmp_path: Path) -> None:
 
 
 def test_bug_an_open_transaction_never_supersedes_committed_records(tmp_path: Path) -> None:
-    # Kafka maps every record of the segment holding the last stable offset: the open transaction's record at 2
-    # entered the map and removed the committed value at 1, which the abort then could not bring back.
+    # Was: the open transaction's record at 2 entered the map and removed the committed value at 1, which the
+    # abort then could not bring back. As in Kafka, the segment holding the last stable offset is outside the pass
+    # (its base bounds it), so nothing of it is mapped or rewritten: 0 stays until that segment is cleanable.
     clock = ManualClock(T0)
     log = open_log(tmp_path, clock)
     cleaner = cleaner_for(tmp_path, log, clock)
@@ -458,6 +459,9 @@ def test_bug_an_open_transaction_never_supersedes_committed_records(tmp_path: Pa
     log.roll()
     cleaner.clean_log(tmp_path, log)
     log.append_end_txn_marker(7, 0, ControlRecordType.ABORT, 0)
+    assert read_committed_records(log) == [(0, b"k", b"old"), (1, b"k", b"committed")]
+    log.roll()
+    cleaner.clean_log(tmp_path, log)
     assert read_committed_records(log) == [(1, b"k", b"committed")]
     log.close()
 
@@ -602,3 +606,27 @@ def test_cleaner_threads_share_the_dedupe_buffer_and_never_a_map(tmp_path: Path)
     for log in logs:
         assert [o for o, _, _ in records(log)] == [35, 36, 37, 38, 39]
         log.close()
+
+
+def test_bug_cleaning_rewrote_the_segment_holding_the_high_watermark(tmp_path: Path) -> None:
+    """Was: the pass ran up to the last stable offset itself, not to the base of the segment holding it as Kafka's
+    LogToClean.firstUncleanableOffset does, so it rewrote that segment: aborted data above the high watermark went
+    and a committed record below it was removed by one in the same segment. That segment must stay byte for byte."""
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    for _ in range(4):
+        log.append_records([SimpleRecord(b"old", b"a")])
+    log.roll()
+    log.append_records([SimpleRecord(b"below", b"a")])
+    log.append_records([SimpleRecord(b"x", b"b")], producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(9, 0, ControlRecordType.ABORT, 0)
+    log.append_records([SimpleRecord(b"above", b"a")])
+    holding = log.roll().base_offset
+    log.high_watermark = 5
+    held = (tmp_path / "t-0" / "00000000000000000004.log").read_bytes()
+    result = cleaner_for(tmp_path, log, clock).clean_log(tmp_path, log)
+    assert result is not None and result.error is None
+    assert (result.before.first_uncleanable_offset, result.end_offset, holding) == (4, 4, 8)
+    assert [o for o, _, _ in records(log)] == [3, 4, 5, 7]
+    assert (tmp_path / "t-0" / "00000000000000000004.log").read_bytes() == held
+    log.close()

@@ -388,9 +388,9 @@ class Cleaner:
                     self.check_done(source.topic_partition)
                     batch = item.batch
                     if batch.base_offset >= end:
-                        # Kafka maps the whole segment holding ``end`` (the last stable offset may fall inside
-                        # one): a record of an open transaction would then supersede committed ones below it, and
-                        # an abort would lose them. Nothing at or above ``end`` enters the map here.
+                        # ``end`` was a segment base when the range was chosen, but a truncation since may have
+                        # left it inside a segment: nothing at or above it may enter the map, or a record of an
+                        # open transaction would supersede committed ones below it and its abort would lose them.
                         break
                     self.throttler.maybe_throttle(batch.size_in_bytes)
                     stats.map_bytes_read += batch.size_in_bytes
