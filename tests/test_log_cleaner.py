@@ -5,9 +5,12 @@ transactions, producer state), the cleanable range, the checkpoint, the LogManag
 from __future__ import annotations
 
 import base64
+import dataclasses
+import itertools
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ from hypothesis import strategies as st
 from checkpoints.offset_checkpoint import OffsetCheckpointFile
 from cli.compact_cmd import compact
 from logmgr.cleaner import manager as manager_module
-from logmgr.cleaner.cleaner import empty_batch
+from logmgr.cleaner.cleaner import empty_batch, group_segments_by_size
 from logmgr.cleaner.log_cleaner import LogCleaner
 from logmgr.cleaner.manager import CleanerCheckpoints
 from logmgr.cleaner.offset_map import OffsetMapFullError, SkimpyOffsetMap
@@ -32,6 +35,7 @@ from logmgr.log_manager import JOB_LOG_CLEANER, LogManager
 from logmgr.offline.plan import read_tree
 from logmgr.scheduler import ManualScheduler
 from logmgr.verify import verify_paths
+from segments.compression import CompressionType
 from segments.naming import TopicPartition
 from segments.records import ControlRecordType, DefaultRecordBatch, SimpleRecord, build_batch
 from tests.conftest import CLIENTS_GENERATED, FAILURE_DEADLINE_S, KAFKA_REAL, ContendedLock, require_fixtures
@@ -629,4 +633,137 @@ def test_bug_cleaning_rewrote_the_segment_holding_the_high_watermark(tmp_path: P
     assert (result.before.first_uncleanable_offset, result.end_offset, holding) == (4, 4, 8)
     assert [o for o, _, _ in records(log)] == [3, 4, 5, 7]
     assert (tmp_path / "t-0" / "00000000000000000004.log").read_bytes() == held
+    log.close()
+
+
+def test_dirtiest_log_first_above_min_cleanable_dirty_ratio_or_forced_by_max_compaction_lag(tmp_path: Path) -> None:
+    """Kafka's grabFilthiestCompactedLog: logs above min.cleanable.dirty.ratio, dirtiest first; one below it only
+    once a dirty record is older than max.compaction.lag.ms."""
+    clock = ManualClock(T0)
+    base = LogConfig(cleanup_policy=("compact",), segment_bytes=1_000, file_delete_delay_ms=0, min_cleanable_dirty_ratio=0.5)
+    lagged = dataclasses.replace(base, max_compaction_lag_ms=1_000)
+    logs = {
+        "hi": load_log(tmp_path / "hi-0", base, clock=clock),
+        "mid": load_log(tmp_path / "mid-0", base, clock=clock),
+        "lo": load_log(tmp_path / "lo-0", base, clock=clock),
+        "forced": load_log(tmp_path / "forced-0", lagged, clock=clock),
+    }
+    cleaner = LogCleaner(BrokerConfig(), lambda: {tmp_path: list(logs.values())}, clock)
+    # 40 distinct keys, cleaned: 40 records stay clean; then the dirty part decides the ratio.
+    for name in ("mid", "lo", "forced"):
+        fill(logs[name], 40, keys=1_000)
+        logs[name].roll()
+        assert cleaner.clean_log(tmp_path, logs[name]) is not None
+    for name, dirty in (("hi", 40), ("mid", 60), ("lo", 20), ("forced", 20)):
+        fill(logs[name], dirty, keys=1_000)
+        logs[name].roll()
+    ratios = {str(ltc.topic_partition): ltc.cleanable_ratio for _, _, ltc in cleaner.dirty_logs(all_compacted=True)}
+    assert ratios["hi-0"] == 1.0 and 0.5 < ratios["mid-0"] < 1.0 and ratios["lo-0"] < 0.5, ratios
+    assert [r.to_json()["partition"] for r in cleaner.run_pass().logs] == ["hi-0", "mid-0"]
+    clock.advance(1_001)
+    report = cleaner.run_pass()
+    assert [r.to_json()["partition"] for r in report.logs] == ["forced-0"]
+    assert report.logs[0].before.needs_compaction_now
+    for log in logs.values():
+        log.close()
+
+
+def test_cleaning_is_throttled_to_log_cleaner_io_max_bytes_per_second(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    fill(log, 60)
+    log.roll()
+    sleeps: list[float] = []
+    rate = 2_000.0
+    cleaner = LogCleaner(
+        BrokerConfig(log_cleaner_io_max_bytes_per_second=rate), lambda: {tmp_path: [log]}, clock, sleep=sleeps.append
+    )
+    started = time.monotonic()
+    (result,) = cleaner.run_pass().logs
+    elapsed = time.monotonic() - started
+    assert result.stats is not None
+    moved = result.stats.map_bytes_read + result.stats.bytes_read + result.stats.bytes_written
+    # Every byte read or written is accounted: the sleeps plus the time worked cover all but the last period's
+    # bytes (fewer than a second's worth).
+    assert sleeps and sum(sleeps) + elapsed + 1.0 >= moved / rate
+    assert cleaner.throttler.throttled_s == pytest.approx(sum(sleeps))
+    log.close()
+
+
+def test_the_cleaner_job_runs_every_log_cleaner_backoff_ms(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    broker = BrokerConfig.from_properties(
+        {"log.dirs": str(tmp_path / "d"), "log.cleaner.backoff.ms": "5000", "log.initial.task.delay.ms": "0"}
+    )
+    scheduler = ManualScheduler(clock)
+    manager = LogManager(broker, clock=clock, scheduler=scheduler)
+    manager.startup()
+    try:
+        scheduler.advance(0)
+        assert manager.cleaner.last_run_ms == T0
+        scheduler.advance(4_999)
+        assert manager.cleaner.last_run_ms == T0
+        scheduler.advance(1)
+        assert manager.cleaner.last_run_ms == T0 + 5_000
+    finally:
+        manager.shutdown()
+
+
+def test_segments_are_grouped_by_segment_bytes_index_bytes_and_32_bit_relative_offsets(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock, LogConfig(cleanup_policy=("compact",), segment_bytes=1_000, index_interval_bytes=1))
+    fill(log, 60)
+    log.roll()
+    segments = log.segments.values()[:-1]
+    assert len(segments) >= 4
+    bases = lambda groups: [[s.base_offset for s in g] for g in groups]  # noqa: E731
+    end = log.log_end_offset
+
+    def greedy(groups: list[list[Any]], measure: Any, limit: int) -> bool:
+        # Each group fits the limit, and the next segment would not have fitted (Kafka groups greedily).
+        return all(sum(measure(s) for s in g) <= limit or len(g) == 1 for g in groups) and all(
+            sum(measure(s) for s in g) + measure(n[0]) > limit for g, n in itertools.pairwise(groups)
+        )
+
+    log_bytes = lambda s: s.size  # noqa: E731
+    limit = 2 * max(log_bytes(s) for s in segments)
+    by_size = group_segments_by_size(segments, limit, 1 << 20, end)
+    assert 1 < len(by_size) < len(segments) and greedy(by_size, log_bytes, limit)
+    # Index bytes (an entry a batch here), offset and time index alike.
+    index_bytes = lambda s: s.offset_index.size_in_bytes  # noqa: E731
+    limit = 2 * max(index_bytes(s) for s in segments)
+    by_index = group_segments_by_size(segments, 1 << 30, limit, end)
+    assert 1 < len(by_index) < len(segments) and greedy(by_index, index_bytes, limit)
+    assert bases(group_segments_by_size(segments, 1 << 30, 1 << 20, end)) == [[s.base_offset for s in segments]]
+    log.close()
+    # An offset 2^31 past the first base cannot be a relative offset of the same segment (the append rolled too).
+    far = load_log(tmp_path / "f-0", COMPACT, clock=clock)
+    far.append_records([SimpleRecord(b"a", b"k")])
+    far.append_as_follower(build_batch([SimpleRecord(b"b", b"k", T0)], base_offset=(1 << 31) + 5))
+    far.roll()
+    inactive = far.segments.values()[:-1]
+    assert bases(group_segments_by_size(inactive, 1 << 30, 1 << 20, far.log_end_offset)) == [[0], [(1 << 31) + 5]]
+    far.close()
+
+
+def test_rebuilt_batches_keep_leader_epoch_producer_fields_codec_and_timestamp_type(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    log.append_records(
+        [SimpleRecord(b"v0", b"k"), SimpleRecord(b"v1", b"j"), SimpleRecord(b"v2", b"k")],
+        compression=CompressionType.GZIP, producer_id=11, producer_epoch=3, base_sequence=0, leader_epoch=7,
+    )
+    log.append_records([SimpleRecord(None, b"j")], leader_epoch=8)
+    log.roll()
+    before = read_batches(log)[0][0]
+    cleaner_for(tmp_path, log, clock).clean_log(tmp_path, log)
+    batches, _ = read_batches(log)
+    rebuilt = batches[0]
+    assert [r.offset for r in rebuilt.records()] == [2]
+    assert (rebuilt.base_offset, rebuilt.last_offset, rebuilt.partition_leader_epoch) == (0, 2, 7)
+    assert (rebuilt.producer_id, rebuilt.producer_epoch, rebuilt.base_sequence) == (11, 3, 0)
+    assert (rebuilt.compression, rebuilt.timestamp_type, rebuilt.max_timestamp) == (
+        before.compression, before.timestamp_type, before.max_timestamp,
+    )
+    assert (batches[1].partition_leader_epoch, batches[1].delete_horizon_ms) == (8, T0 + 1_000)
     log.close()
