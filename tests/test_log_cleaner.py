@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from checkpoints.offset_checkpoint import OffsetCheckpointFile
 from cli.compact_cmd import compact
+from cli.read_cmd import read
 from logmgr.cleaner import manager as manager_module
 from logmgr.cleaner.cleaner import empty_batch, group_segments_by_size
 from logmgr.cleaner.log_cleaner import LogCleaner
@@ -767,3 +768,40 @@ def test_rebuilt_batches_keep_leader_epoch_producer_fields_codec_and_timestamp_t
     )
     assert (batches[1].partition_leader_epoch, batches[1].delete_horizon_ms) == (8, T0 + 1_000)
     log.close()
+
+
+def test_compact_on_real_broker_dirs_takes_configs_from_kraft_metadata_and_internal_topics(tmp_path: Path) -> None:
+    """No --topic-config: a KRaft dir's compacted topics come from its metadata snapshot, a ZooKeeper-era dir's
+    __consumer_offsets is compacted as Kafka creates it; --partition limits the pass to the partitions named."""
+    kraft = require_fixtures(KAFKA_REAL) / "kraft-3.7-clean-transactions" / "kafka-data"
+    dry = CliRunner().invoke(compact, [str(kraft), "--dry-run", "--json", "--partition", "_schemas-0"])
+    assert dry.exit_code == 0, dry.output
+    (schemas,) = json.loads(dry.output)["partitions"]
+    assert schemas["partition"] == "_schemas-0" and "cleanup.policy=compact (snapshot " in schemas["notes"][0]
+    root = tmp_path / "zk"
+    shutil.copytree(require_fixtures(KAFKA_REAL) / "zk-3.7.1-clean-multiseg" / "kafka-logs", root)
+    tp = TopicPartition("__consumer_offsets", 12)
+    clock = ManualClock(T0)
+    config = LogConfig(cleanup_policy=("compact",))
+    log = load_log(root / str(tp), config, clock=clock, had_clean_shutdown=True)
+    latest = {k: (o, v) for o, k, v in records(log) if o < log.active_segment.base_offset}
+    log.close()
+    before = read_tree(root)
+    real = CliRunner().invoke(compact, [str(root), "--partition", str(tp)])
+    assert real.exit_code == 0, real.output
+    assert real.output.splitlines()[-1].startswith("compacted 1 log(s), ")
+    changed = {p for p, c in read_tree(root).items() if before.get(p) != c} | {p for p in before if p not in read_tree(root)}
+    assert changed and all(p.startswith(f"{tp}/") or p == "cleaner-offset-checkpoint" for p in changed), changed
+    assert CleanerCheckpoints(root).read()[tp] == 862
+    log = load_log(root / str(tp), config, clock=clock, had_clean_shutdown=True)
+    cleaned = {k: (o, v) for o, k, v in records(log) if o < 862}
+    assert cleaned == latest and len(cleaned) == len([o for o, _, _ in records(log) if o < 862])
+    retained = [o for o, _, _ in records(log)]
+    log.close()
+    assert verify_paths([root]).ok
+    # `logmgr read` walks the gaps: every retained offset once, in order; a start inside a gap serves the next.
+    for args in ([], ["--isolation-level", "read_committed"], ["--offset", str(retained[0] + 1)]):
+        out = CliRunner().invoke(read, [str(root), str(tp), *args])
+        assert out.exit_code == 0, out.output
+        first = retained[0] + 1 if args[:1] == ["--offset"] else 0
+        assert [json.loads(line)["offset"] for line in out.stdout.splitlines()] == [o for o in retained if o >= first]
