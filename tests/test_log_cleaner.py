@@ -691,23 +691,59 @@ def test_cleaning_is_throttled_to_log_cleaner_io_max_bytes_per_second(tmp_path: 
     log.close()
 
 
-def test_the_cleaner_job_runs_every_log_cleaner_backoff_ms(tmp_path: Path) -> None:
+def test_bug_the_cleaner_job_waited_log_cleaner_backoff_ms_between_partial_passes_of_a_big_log(tmp_path: Path) -> None:
+    """Was: the job cleaned every dirty log once and waited the whole log.cleaner.backoff.ms, so a log five times
+    the dedupe buffer took five backoffs. As Kafka's CleanerThread.doWork, a step cleans the dirtiest log and the
+    next runs at once while one moved a checkpoint; the backoff follows only a step that cleaned nothing. On
+    demand, run_job_now still runs one full pass over every cleanable log."""
     clock = ManualClock(T0)
     broker = BrokerConfig.from_properties(
-        {"log.dirs": str(tmp_path / "d"), "log.cleaner.backoff.ms": "5000", "log.initial.task.delay.ms": "0"}
+        {
+            "log.dirs": str(tmp_path / "d"),
+            "log.cleaner.backoff.ms": "5000",
+            "log.initial.task.delay.ms": "0",
+            "log.segment.bytes": "1000",
+            # 10 slots x 0.5: five keys a pass.
+            "log.cleaner.dedupe.buffer.size": "240",
+            "log.cleaner.io.buffer.load.factor": "0.5",
+        }
     )
     scheduler = ManualScheduler(clock)
-    manager = LogManager(broker, clock=clock, scheduler=scheduler)
+    compacted = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
+    manager = LogManager(broker, clock=clock, scheduler=scheduler, topic_overrides={"c": compacted})
     manager.startup()
+    checkpoints = CleanerCheckpoints(tmp_path / "d")
     try:
+        logs = [manager.get_or_create_log("c", p) for p in (0, 1)]
+        for log in logs:
+            for i in range(25):
+                log.append_records([SimpleRecord(b"v", b"key-%d" % i)])
+            log.roll()
+        report = manager.run_job_now(JOB_LOG_CLEANER)
+        assert report is not None
+        assert sorted((r.to_json()["partition"], r.end_offset) for r in report.logs) == [("c-0", 5), ("c-1", 5)]
+        assert scheduler.job_stats(JOB_LOG_CLEANER).runs == 0
         scheduler.advance(0)
-        assert manager.cleaner.last_run_ms == T0
+        # Four more partial passes per log, one log a step (log.cleaner.threads=1), then one step finding nothing:
+        # all at T0.
+        assert scheduler.job_stats(JOB_LOG_CLEANER).runs == 9
+        assert checkpoints.read() == {log.topic_partition: 25 for log in logs}
+        assert clock.time_ms() == T0
+        for i in range(25, 35):
+            logs[0].append_records([SimpleRecord(b"v", b"key-%d" % i)])
+        logs[0].roll()
         scheduler.advance(4_999)
-        assert manager.cleaner.last_run_ms == T0
+        assert scheduler.job_stats(JOB_LOG_CLEANER).runs == 9, "new dirty data waits for the backoff"
         scheduler.advance(1)
-        assert manager.cleaner.last_run_ms == T0 + 5_000
+        assert scheduler.job_stats(JOB_LOG_CLEANER).runs == 12
+        assert checkpoints.read()[logs[0].topic_partition] == 35
+        scheduler.advance(5_000)
+        assert scheduler.job_stats(JOB_LOG_CLEANER).runs == 13
+        # Kafka's gauges keep the last cleaning, not the idle steps' emptiness.
+        assert manager.cleaner.metrics()["cleaner-recopy-percent"] > 0
     finally:
         manager.shutdown()
+    assert JOB_LOG_CLEANER not in scheduler.jobs(), "the loop ends at shutdown"
 
 
 def test_segments_are_grouped_by_segment_bytes_index_bytes_and_32_bit_relative_offsets(tmp_path: Path) -> None:
