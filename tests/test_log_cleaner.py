@@ -841,3 +841,62 @@ def test_compact_on_real_broker_dirs_takes_configs_from_kraft_metadata_and_inter
         assert out.exit_code == 0, out.output
         first = retained[0] + 1 if args[:1] == ["--offset"] else 0
         assert [json.loads(line)["offset"] for line in out.stdout.splitlines()] == [o for o in retained if o >= first]
+
+
+@pytest.mark.parametrize("change", ["delete", "truncate"])
+@pytest.mark.parametrize("moment", ["mapping", "after a group was swapped in"])
+def test_deleting_or_truncating_a_log_aborts_its_cleaning_pass_in_progress(tmp_path: Path, change: str, moment: str) -> None:
+    """Kafka's abortAndPauseCleaning: the pass is held inside its loop (its checkDone) until the deletion or
+    truncation is waiting for it (``LogCleanerManager.abort_waiting``), then stops at its next check; nothing
+    half-written stays, no checkpoint entry is written, and cleaning resumes after a truncation."""
+    clock = ManualClock(T0)
+    broker = BrokerConfig.from_properties({"log.dirs": str(tmp_path / "d"), "log.segment.bytes": "1000"})
+    manager = LogManager(
+        broker, clock=clock, scheduler=ManualScheduler(clock), topic_overrides={"c": {"cleanup.policy": "compact"}}
+    )
+    manager.startup()
+    try:
+        log = manager.get_or_create_log("c", 0)
+        tp, directory = log.topic_partition, log.dir
+        fill(log, 80)
+        log.roll()
+        states = manager.cleaner.manager
+        check_done = states.check_done
+        held = threading.Event()
+
+        def due() -> bool:
+            return moment == "mapping" or any(p.name.endswith(".log.deleted") for p in directory.iterdir())
+
+        def hooked(checked: TopicPartition) -> None:
+            if not held.is_set() and due():
+                held.set()
+                assert states.abort_waiting.wait(FAILURE_DEADLINE_S), "no abort came"
+            check_done(checked)
+
+        states.check_done = hooked  # type: ignore[method-assign, assignment]
+        reports: list[Any] = []
+        cleaning = threading.Thread(target=lambda: reports.append(manager.run_job_now(JOB_LOG_CLEANER)), daemon=True)
+        cleaning.start()
+        assert held.wait(FAILURE_DEADLINE_S), "the pass never reached its loop"
+        if change == "delete":
+            remains = manager.delete_log(tp)
+        else:
+            assert manager.truncate_to(tp, 70)
+            remains = directory
+        cleaning.join(FAILURE_DEADLINE_S)
+        assert not cleaning.is_alive()
+        (result,) = reports[0].logs
+        assert result.error is not None and result.error.startswith("aborted"), result.to_json()
+        assert not [p.name for p in remains.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+        assert tp not in CleanerCheckpoints(tmp_path / "d").read()
+        assert states.state(tp) is None
+        if change == "truncate":
+            states.check_done = check_done  # type: ignore[method-assign]
+            (again,) = manager.run_job_now(JOB_LOG_CLEANER).logs  # type: ignore[union-attr]
+            assert again.error is None
+            latest = {k: v for _, k, v in records(log)}
+            assert latest == {b"k%d" % (o % 5): b"v%d" % o for o in range(70)}
+            offsets = [o for o, _, _ in records(log)]
+            assert offsets == sorted(set(offsets)) and offsets[-1] == 69
+    finally:
+        manager.shutdown()

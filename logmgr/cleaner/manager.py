@@ -208,6 +208,10 @@ class LogCleanerManager:
         self._lock = threading.Condition()
         self._in_progress: dict[TopicPartition, str] = {}
         self._paused: dict[TopicPartition, int] = {}
+        # Test hook: set when abort_and_pause finds a pass in progress and blocks until it ends, so a test holding
+        # that pass inside its loop can release it exactly once the abort was asked for (no sleep). Set under the
+        # condition's lock, which the pass needs to see the request: it cannot end between the set and the wait.
+        self.abort_waiting = threading.Event()
 
     def try_start(self, tp: TopicPartition) -> bool:
         """Mark ``tp`` in progress unless it is paused or already cleaned. O(1)."""
@@ -237,6 +241,7 @@ class LogCleanerManager:
                 self._in_progress[tp] = "aborted"
             self._paused[tp] = self._paused.get(tp, 0) + 1
             while tp in self._in_progress:
+                self.abort_waiting.set()
                 self._lock.wait()
 
     def resume(self, tp: TopicPartition) -> None:
