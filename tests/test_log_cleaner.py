@@ -900,3 +900,67 @@ def test_deleting_or_truncating_a_log_aborts_its_cleaning_pass_in_progress(tmp_p
             assert offsets == sorted(set(offsets)) and offsets[-1] == 69
     finally:
         manager.shutdown()
+
+
+class StoppedClock:
+    """Monotonic seconds that move only when the throttler sleeps: the seconds slept times the rate are the bytes
+    it let through."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_compact_is_throttled_to_log_cleaner_io_max_bytes_per_second_of_the_broker_config(tmp_path: Path) -> None:
+    """The offline command honours the broker's throttle, one throttler for its simulations and its real passes
+    (as Kafka's cleaner threads share one): every byte mapped, read and written is paid for, at the rate of
+    server.properties, but the last period's (fewer than a second's worth)."""
+    from logmgr.cleaner.offline import iter_compacted, plan_compact
+    from logmgr.offline.plan import apply_plan
+    from logmgr.offline.scan import scan_log_dir
+    from logmgr.topic_configs import load_resolver
+
+    clock = ManualClock(T0)
+    root = tmp_path / "logs"
+    for partition in (0, 1):
+        log = load_log(root / f"t-{partition}", COMPACT, clock=clock)
+        fill(log, 80)
+        log.roll()
+        log.close()
+    properties = tmp_path / "server.properties"
+    properties.write_text("log.cleaner.io.max.bytes.per.second=1000\n")
+    flags = ["t:cleanup.policy=compact", "t:segment.bytes=1000"]
+
+    def plan_with(server_properties: Path | None, stopped: StoppedClock) -> Any:
+        resolver = load_resolver(
+            [root], server_properties=server_properties, topic_config_flags=flags, topic_configs_files=[]
+        )
+        return plan_compact(
+            scan_log_dir(root), resolver.resolve, resolver.broker(), T0, sleep=stopped.sleep, monotonic=stopped.monotonic
+        )
+
+    unthrottled = StoppedClock()
+    assert [a.io_max_bytes_per_second for a in iter_compacted(plan_with(None, unthrottled))] == [None, None]
+    assert unthrottled.now == 0
+    stopped = StoppedClock()
+    plan = plan_with(properties, stopped)
+    actions = list(iter_compacted(plan))
+    assert [a.io_max_bytes_per_second for a in actions] == [1000, 1000]
+    assert all("throttled to 1000 B/s" in a.describe() for a in actions)
+    # A first pass maps every dirty byte, reads it again and writes what stays.
+    moved = sum(2 * a.bytes_before + a.bytes_after for a in actions)
+    assert moved - 1000 < stopped.now * 1000 <= moved + 1e-6
+    # The command reads it from --config (a rate this run cannot reach: it never sleeps).
+    fast = tmp_path / "fast.properties"
+    fast.write_text("log.cleaner.io.max.bytes.per.second=1e12\n")
+    topic_flags = [f for flag in flags for f in ("--topic-config", flag)]
+    dry = CliRunner().invoke(compact, [str(root), "--dry-run", "--json", "--config", str(fast), *topic_flags])
+    assert dry.exit_code == 0, dry.output
+    assert [a["ioMaxBytesPerSecond"] for p in json.loads(dry.output)["partitions"] for a in p["actions"]] == [1e12] * 2
+    apply_plan(plan)
+    assert 2 * moved - 1000 < stopped.now * 1000 <= 2 * moved + 1e-6
