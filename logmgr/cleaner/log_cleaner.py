@@ -213,12 +213,13 @@ class LogCleaner:
         clock: Clock,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.broker = broker
         self._logs = logs
         self.clock = clock
         self.manager = LogCleanerManager()
-        self.throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second, sleep=sleep)
+        self.throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second, sleep=sleep, monotonic=monotonic)
         self._pass_lock = threading.Lock()
         self._maps: list[SkimpyOffsetMap] = []
         self._maps_lock = threading.Lock()
