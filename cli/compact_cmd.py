@@ -46,7 +46,9 @@ def compact(
     simulated in a temporary dir): per log, the segments cleaned and how they are grouped, the bytes reclaimed,
     the records removed and the dirty ratio. --dry-run prints it; the real run takes the dir's .lock (exit 3 when a
     broker holds it) and writes each group as .cleaned, renamed .swap, then replaces the originals (crash-safe:
-    the loader completes or undoes an interrupted swap), and updates cleaner-offset-checkpoint.
+    the loader completes or undoes an interrupted swap), and updates cleaner-offset-checkpoint. Both the
+    simulation and the real run are throttled to log.cleaner.io.max.bytes.per.second of --config (bytes read
+    plus written; unthrottled by default, as in Kafka).
 
     \b
     Examples:

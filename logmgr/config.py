@@ -481,7 +481,8 @@ class BrokerConfig:
     )
     """Read plus write rate the cleaners are throttled to (Kafka's default: Double.MaxValue, unthrottled)."""
     log_cleaner_backoff_ms: int = _config("log.cleaner.backoff.ms", "long", 15_000, at_least=0)
-    """Pause of the cleaner job between two passes that found nothing to clean."""
+    """Pause of the ``kafka-log-cleaner`` job after a step that cleaned nothing (a step that cleaned a log is
+    followed by the next at once, as Kafka's cleaner threads)."""
     disk_max_used_ratio: float | None = _config("logmgr.disk.max.used.ratio", "ratio", None)
     """Disk usage above which expired segments are deleted even outside the delete window (None: off)."""
     key_index_enable: bool = _config("logmgr.key.index.enable", "boolean", False, synonym="logmgr_key_index_enable")

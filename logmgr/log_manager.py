@@ -397,9 +397,7 @@ class LogManager:
                 JOB_DISK_CHECK, self.check_disk_usage, delay_ms=delay, period_ms=broker.disk_check_interval_ms
             )
         if broker.log_cleaner_enable and broker.log_cleaner_threads > 0:
-            self.scheduler.schedule(
-                JOB_LOG_CLEANER, self.cleaner.run_pass, delay_ms=delay, period_ms=max(1, broker.log_cleaner_backoff_ms)
-            )
+            self.scheduler.schedule_once(JOB_LOG_CLEANER, self.clean_filthiest_logs, delay)
 
     def shutdown(self) -> None:
         """Stop the jobs (waiting for running ones), flush and close every log, write the checkpoints and the
@@ -565,10 +563,30 @@ class LogManager:
     # -- jobs -----------------------------------------------------------------------------------------------------
 
     def run_job_now(self, name: str) -> CleanerRunReport | None:
-        """Run one scheduled job now (never concurrently with itself). ``kafka-log-cleaner`` returns its per-log
-        report (bytes read/written, records removed, duration, dirty ratio before/after); other jobs None."""
-        self.scheduler.run_job_now(name)
-        return self.cleaner.last_report if name == JOB_LOG_CLEANER else None
+        """Run one scheduled job now (never concurrently with itself). ``kafka-log-cleaner`` runs one full pass
+        over every cleanable log (serialised with the job's steps by the cleaner) and returns its per-log report
+        (bytes read/written, records removed, duration, dirty ratio before/after); other jobs None."""
+        if name != JOB_LOG_CLEANER:
+            self.scheduler.run_job_now(name)
+            return None
+        self.scheduler.job_stats(name)  # KeyError when the cleaner is disabled, as for any job not scheduled
+        return self.cleaner.run_pass()
+
+    def clean_filthiest_logs(self) -> CleanerRunReport:
+        """The ``kafka-log-cleaner`` job, Kafka's ``CleanerThread.doWork``: clean the dirtiest log (one per
+        ``log.cleaner.threads`` worker), then run again at once if that moved a checkpoint, so a log bigger than
+        the dedupe buffer goes on where its partial pass ended; only a step that cleaned nothing waits
+        ``log.cleaner.backoff.ms``. O(dirty bytes of the logs cleaned)."""
+        progressed = False
+        try:
+            report = self.cleaner.run_pass(limit=self.cleaner.threads)
+            progressed = report.progressed
+            return report
+        finally:
+            # Rescheduled even when the step failed (logged by the scheduler), after the backoff; a no-op once the
+            # scheduler is shut down, which ends the loop.
+            delay = 0 if progressed else max(1, self.broker.log_cleaner_backoff_ms)
+            self.scheduler.schedule_once(JOB_LOG_CLEANER, self.clean_filthiest_logs, delay)
 
     def _logs_by_dir(self) -> dict[Path, list[Log]]:
         """The logs of every online dir (what the cleaner walks). O(logs)."""

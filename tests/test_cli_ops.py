@@ -516,6 +516,9 @@ def test_serve_runs_jobs_serves_status_and_stops_cleanly_on_sigterm(tmp_path: Pa
         ):
             assert f"# TYPE {family} " in metrics
         assert 'logmgr_job_runs_total{job="kafka_log_retention"}' in metrics
+        # Kafka's LogCleaner gauges (issue 12).
+        for gauge in ("max_dirty_percent", "cleaner_recopy_percent", "max_clean_time_secs", "time_since_last_run_ms"):
+            assert f"# TYPE logmgr_cleaner_{gauge} gauge" in metrics
         deleted = re.search(r"^logmgr_deleted_bytes_total (\d+)$", metrics, re.MULTILINE)
         assert deleted and int(deleted.group(1)) > 0
         process.send_signal(signal.SIGTERM)

@@ -5,6 +5,8 @@ transactions, producer state), the cleanable range, the checkpoint, the LogManag
 from __future__ import annotations
 
 import base64
+import dataclasses
+import itertools
 import json
 import shutil
 import threading
@@ -18,8 +20,9 @@ from hypothesis import strategies as st
 
 from checkpoints.offset_checkpoint import OffsetCheckpointFile
 from cli.compact_cmd import compact
+from cli.read_cmd import read
 from logmgr.cleaner import manager as manager_module
-from logmgr.cleaner.cleaner import empty_batch
+from logmgr.cleaner.cleaner import empty_batch, group_segments_by_size
 from logmgr.cleaner.log_cleaner import LogCleaner
 from logmgr.cleaner.manager import CleanerCheckpoints
 from logmgr.cleaner.offset_map import OffsetMapFullError, SkimpyOffsetMap
@@ -32,6 +35,7 @@ from logmgr.log_manager import JOB_LOG_CLEANER, LogManager
 from logmgr.offline.plan import read_tree
 from logmgr.scheduler import ManualScheduler
 from logmgr.verify import verify_paths
+from segments.compression import CompressionType
 from segments.naming import TopicPartition
 from segments.records import ControlRecordType, DefaultRecordBatch, SimpleRecord, build_batch
 from tests.conftest import CLIENTS_GENERATED, FAILURE_DEADLINE_S, KAFKA_REAL, ContendedLock, require_fixtures
@@ -446,8 +450,9 @@ def test_isolation_log_end_reads_across_offset_gaps(tmp_path: Path) -> None:
 
 
 def test_bug_an_open_transaction_never_supersedes_committed_records(tmp_path: Path) -> None:
-    # Kafka maps every record of the segment holding the last stable offset: the open transaction's record at 2
-    # entered the map and removed the committed value at 1, which the abort then could not bring back.
+    # Was: the open transaction's record at 2 entered the map and removed the committed value at 1, which the
+    # abort then could not bring back. As in Kafka, the segment holding the last stable offset is outside the pass
+    # (its base bounds it), so nothing of it is mapped or rewritten: 0 stays until that segment is cleanable.
     clock = ManualClock(T0)
     log = open_log(tmp_path, clock)
     cleaner = cleaner_for(tmp_path, log, clock)
@@ -458,6 +463,9 @@ def test_bug_an_open_transaction_never_supersedes_committed_records(tmp_path: Pa
     log.roll()
     cleaner.clean_log(tmp_path, log)
     log.append_end_txn_marker(7, 0, ControlRecordType.ABORT, 0)
+    assert read_committed_records(log) == [(0, b"k", b"old"), (1, b"k", b"committed")]
+    log.roll()
+    cleaner.clean_log(tmp_path, log)
     assert read_committed_records(log) == [(1, b"k", b"committed")]
     log.close()
 
@@ -602,3 +610,359 @@ def test_cleaner_threads_share_the_dedupe_buffer_and_never_a_map(tmp_path: Path)
     for log in logs:
         assert [o for o, _, _ in records(log)] == [35, 36, 37, 38, 39]
         log.close()
+
+
+def test_bug_cleaning_rewrote_the_segment_holding_the_high_watermark(tmp_path: Path) -> None:
+    """Was: the pass ran up to the last stable offset itself, not to the base of the segment holding it as Kafka's
+    LogToClean.firstUncleanableOffset does, so it rewrote that segment: aborted data above the high watermark went
+    and a committed record below it was removed by one in the same segment. That segment must stay byte for byte."""
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    for _ in range(4):
+        log.append_records([SimpleRecord(b"old", b"a")])
+    log.roll()
+    log.append_records([SimpleRecord(b"below", b"a")])
+    log.append_records([SimpleRecord(b"x", b"b")], producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(9, 0, ControlRecordType.ABORT, 0)
+    log.append_records([SimpleRecord(b"above", b"a")])
+    holding = log.roll().base_offset
+    log.high_watermark = 5
+    held = (tmp_path / "t-0" / "00000000000000000004.log").read_bytes()
+    result = cleaner_for(tmp_path, log, clock).clean_log(tmp_path, log)
+    assert result is not None and result.error is None
+    assert (result.before.first_uncleanable_offset, result.end_offset, holding) == (4, 4, 8)
+    assert [o for o, _, _ in records(log)] == [3, 4, 5, 7]
+    assert (tmp_path / "t-0" / "00000000000000000004.log").read_bytes() == held
+    log.close()
+
+
+def test_dirtiest_log_first_above_min_cleanable_dirty_ratio_or_forced_by_max_compaction_lag(tmp_path: Path) -> None:
+    """Kafka's grabFilthiestCompactedLog: logs above min.cleanable.dirty.ratio, dirtiest first; one below it only
+    once a dirty record is older than max.compaction.lag.ms."""
+    clock = ManualClock(T0)
+    base = LogConfig(cleanup_policy=("compact",), segment_bytes=1_000, file_delete_delay_ms=0, min_cleanable_dirty_ratio=0.5)
+    lagged = dataclasses.replace(base, max_compaction_lag_ms=1_000)
+    logs = {
+        "hi": load_log(tmp_path / "hi-0", base, clock=clock),
+        "mid": load_log(tmp_path / "mid-0", base, clock=clock),
+        "lo": load_log(tmp_path / "lo-0", base, clock=clock),
+        "forced": load_log(tmp_path / "forced-0", lagged, clock=clock),
+    }
+    cleaner = LogCleaner(BrokerConfig(), lambda: {tmp_path: list(logs.values())}, clock)
+    # 40 distinct keys, cleaned: 40 records stay clean; then the dirty part decides the ratio.
+    for name in ("mid", "lo", "forced"):
+        fill(logs[name], 40, keys=1_000)
+        logs[name].roll()
+        assert cleaner.clean_log(tmp_path, logs[name]) is not None
+    for name, dirty in (("hi", 40), ("mid", 60), ("lo", 20), ("forced", 20)):
+        fill(logs[name], dirty, keys=1_000)
+        logs[name].roll()
+    ratios = {str(ltc.topic_partition): ltc.cleanable_ratio for _, _, ltc in cleaner.dirty_logs(all_compacted=True)}
+    assert ratios["hi-0"] == 1.0 and 0.5 < ratios["mid-0"] < 1.0 and ratios["lo-0"] < 0.5, ratios
+    assert [r.to_json()["partition"] for r in cleaner.run_pass().logs] == ["hi-0", "mid-0"]
+    clock.advance(1_001)
+    report = cleaner.run_pass()
+    assert [r.to_json()["partition"] for r in report.logs] == ["forced-0"]
+    assert report.logs[0].before.needs_compaction_now
+    for log in logs.values():
+        log.close()
+
+
+class StoppedClock:
+    """Monotonic seconds that move only when the throttler sleeps: the seconds slept times the rate are the bytes
+    it let through."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+
+def test_cleaning_is_throttled_to_log_cleaner_io_max_bytes_per_second(tmp_path: Path) -> None:
+    """Every byte mapped, read or written is paid for at the rate, but the last period's (fewer than a second's
+    worth)."""
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    fill(log, 60)
+    log.roll()
+    stopped = StoppedClock()
+    rate = 2_000.0
+    cleaner = LogCleaner(
+        BrokerConfig(log_cleaner_io_max_bytes_per_second=rate),
+        lambda: {tmp_path: [log]},
+        clock,
+        sleep=stopped.sleep,
+        monotonic=stopped.monotonic,
+    )
+    (result,) = cleaner.run_pass().logs
+    assert result.stats is not None
+    moved = result.stats.map_bytes_read + result.stats.bytes_read + result.stats.bytes_written
+    assert moved > 2 * rate
+    assert moved - rate < stopped.now * rate <= moved + 1e-6
+    assert cleaner.throttler.throttled_s == pytest.approx(stopped.now)
+    log.close()
+
+def test_bug_the_cleaner_job_waited_log_cleaner_backoff_ms_between_partial_passes_of_a_big_log(tmp_path: Path) -> None:
+    """Was: the job cleaned every dirty log once and waited the whole log.cleaner.backoff.ms, so a log five times
+    the dedupe buffer took five backoffs. As Kafka's CleanerThread.doWork, a step cleans the dirtiest log and the
+    next runs at once while one moved a checkpoint; the backoff follows only a step that cleaned nothing. On
+    demand, run_job_now still runs one full pass over every cleanable log."""
+    clock = ManualClock(T0)
+    broker = BrokerConfig.from_properties(
+        {
+            "log.dirs": str(tmp_path / "d"),
+            "log.cleaner.backoff.ms": "5000",
+            "log.initial.task.delay.ms": "0",
+            "log.segment.bytes": "1000",
+            # 10 slots x 0.5: five keys a pass.
+            "log.cleaner.dedupe.buffer.size": "240",
+            "log.cleaner.io.buffer.load.factor": "0.5",
+        }
+    )
+    scheduler = ManualScheduler(clock)
+    compacted = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
+    manager = LogManager(broker, clock=clock, scheduler=scheduler, topic_overrides={"c": compacted})
+    manager.startup()
+    checkpoints = CleanerCheckpoints(tmp_path / "d")
+    try:
+        logs = [manager.get_or_create_log("c", p) for p in (0, 1)]
+        for log in logs:
+            for i in range(25):
+                log.append_records([SimpleRecord(b"v", b"key-%d" % i)])
+            log.roll()
+        report = manager.run_job_now(JOB_LOG_CLEANER)
+        assert report is not None
+        assert sorted((r.to_json()["partition"], r.end_offset) for r in report.logs) == [("c-0", 5), ("c-1", 5)]
+        assert scheduler.job_stats(JOB_LOG_CLEANER).runs == 0
+        scheduler.advance(0)
+        # Four more partial passes per log, one log a step (log.cleaner.threads=1), then one step finding nothing:
+        # all at T0.
+        assert scheduler.job_stats(JOB_LOG_CLEANER).runs == 9
+        assert checkpoints.read() == {log.topic_partition: 25 for log in logs}
+        assert clock.time_ms() == T0
+        for i in range(25, 35):
+            logs[0].append_records([SimpleRecord(b"v", b"key-%d" % i)])
+        logs[0].roll()
+        scheduler.advance(4_999)
+        assert scheduler.job_stats(JOB_LOG_CLEANER).runs == 9, "new dirty data waits for the backoff"
+        scheduler.advance(1)
+        assert scheduler.job_stats(JOB_LOG_CLEANER).runs == 12
+        assert checkpoints.read()[logs[0].topic_partition] == 35
+        scheduler.advance(5_000)
+        assert scheduler.job_stats(JOB_LOG_CLEANER).runs == 13
+        # Kafka's gauges keep the last cleaning, not the idle steps' emptiness.
+        assert manager.cleaner.metrics()["cleaner-recopy-percent"] > 0
+    finally:
+        manager.shutdown()
+    assert JOB_LOG_CLEANER not in scheduler.jobs(), "the loop ends at shutdown"
+
+
+def test_segments_are_grouped_by_segment_bytes_index_bytes_and_32_bit_relative_offsets(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock, LogConfig(cleanup_policy=("compact",), segment_bytes=1_000, index_interval_bytes=1))
+    fill(log, 60)
+    log.roll()
+    segments = log.segments.values()[:-1]
+    assert len(segments) >= 4
+    bases = lambda groups: [[s.base_offset for s in g] for g in groups]  # noqa: E731
+    end = log.log_end_offset
+
+    def greedy(groups: list[list[Any]], measure: Any, limit: int) -> bool:
+        # Each group fits the limit, and the next segment would not have fitted (Kafka groups greedily).
+        return all(sum(measure(s) for s in g) <= limit or len(g) == 1 for g in groups) and all(
+            sum(measure(s) for s in g) + measure(n[0]) > limit for g, n in itertools.pairwise(groups)
+        )
+
+    log_bytes = lambda s: s.size  # noqa: E731
+    limit = 2 * max(log_bytes(s) for s in segments)
+    by_size = group_segments_by_size(segments, limit, 1 << 20, end)
+    assert 1 < len(by_size) < len(segments) and greedy(by_size, log_bytes, limit)
+    # Index bytes (an entry a batch here), offset and time index alike.
+    index_bytes = lambda s: s.offset_index.size_in_bytes  # noqa: E731
+    limit = 2 * max(index_bytes(s) for s in segments)
+    by_index = group_segments_by_size(segments, 1 << 30, limit, end)
+    assert 1 < len(by_index) < len(segments) and greedy(by_index, index_bytes, limit)
+    assert bases(group_segments_by_size(segments, 1 << 30, 1 << 20, end)) == [[s.base_offset for s in segments]]
+    log.close()
+    # An offset 2^31 past the first base cannot be a relative offset of the same segment (the append rolled too).
+    far = load_log(tmp_path / "f-0", COMPACT, clock=clock)
+    far.append_records([SimpleRecord(b"a", b"k")])
+    far.append_as_follower(build_batch([SimpleRecord(b"b", b"k", T0)], base_offset=(1 << 31) + 5))
+    far.roll()
+    inactive = far.segments.values()[:-1]
+    assert bases(group_segments_by_size(inactive, 1 << 30, 1 << 20, far.log_end_offset)) == [[0], [(1 << 31) + 5]]
+    far.close()
+
+
+def test_rebuilt_batches_keep_leader_epoch_producer_fields_codec_and_timestamp_type(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    log.append_records(
+        [SimpleRecord(b"v0", b"k"), SimpleRecord(b"v1", b"j"), SimpleRecord(b"v2", b"k")],
+        compression=CompressionType.GZIP, producer_id=11, producer_epoch=3, base_sequence=0, leader_epoch=7,
+    )
+    log.append_records([SimpleRecord(None, b"j")], leader_epoch=8)
+    log.roll()
+    before = read_batches(log)[0][0]
+    cleaner_for(tmp_path, log, clock).clean_log(tmp_path, log)
+    batches, _ = read_batches(log)
+    rebuilt = batches[0]
+    assert [r.offset for r in rebuilt.records()] == [2]
+    assert (rebuilt.base_offset, rebuilt.last_offset, rebuilt.partition_leader_epoch) == (0, 2, 7)
+    assert (rebuilt.producer_id, rebuilt.producer_epoch, rebuilt.base_sequence) == (11, 3, 0)
+    assert (rebuilt.compression, rebuilt.timestamp_type, rebuilt.max_timestamp) == (
+        before.compression, before.timestamp_type, before.max_timestamp,
+    )
+    assert (batches[1].partition_leader_epoch, batches[1].delete_horizon_ms) == (8, T0 + 1_000)
+    log.close()
+
+
+def test_compact_on_real_broker_dirs_takes_configs_from_kraft_metadata_and_internal_topics(tmp_path: Path) -> None:
+    """No --topic-config: a KRaft dir's compacted topics come from its metadata snapshot, a ZooKeeper-era dir's
+    __consumer_offsets is compacted as Kafka creates it; --partition limits the pass to the partitions named."""
+    kraft = require_fixtures(KAFKA_REAL) / "kraft-3.7-clean-transactions" / "kafka-data"
+    dry = CliRunner().invoke(compact, [str(kraft), "--dry-run", "--json", "--partition", "_schemas-0"])
+    assert dry.exit_code == 0, dry.output
+    (schemas,) = json.loads(dry.output)["partitions"]
+    assert schemas["partition"] == "_schemas-0" and "cleanup.policy=compact (snapshot " in schemas["notes"][0]
+    root = tmp_path / "zk"
+    shutil.copytree(require_fixtures(KAFKA_REAL) / "zk-3.7.1-clean-multiseg" / "kafka-logs", root)
+    tp = TopicPartition("__consumer_offsets", 12)
+    clock = ManualClock(T0)
+    config = LogConfig(cleanup_policy=("compact",))
+    log = load_log(root / str(tp), config, clock=clock, had_clean_shutdown=True)
+    latest = {k: (o, v) for o, k, v in records(log) if o < log.active_segment.base_offset}
+    log.close()
+    before = read_tree(root)
+    real = CliRunner().invoke(compact, [str(root), "--partition", str(tp)])
+    assert real.exit_code == 0, real.output
+    assert real.output.splitlines()[-1].startswith("compacted 1 log(s), ")
+    changed = {p for p, c in read_tree(root).items() if before.get(p) != c} | {p for p in before if p not in read_tree(root)}
+    assert changed and all(p.startswith(f"{tp}/") or p == "cleaner-offset-checkpoint" for p in changed), changed
+    assert CleanerCheckpoints(root).read()[tp] == 862
+    log = load_log(root / str(tp), config, clock=clock, had_clean_shutdown=True)
+    cleaned = {k: (o, v) for o, k, v in records(log) if o < 862}
+    assert cleaned == latest and len(cleaned) == len([o for o, _, _ in records(log) if o < 862])
+    retained = [o for o, _, _ in records(log)]
+    log.close()
+    assert verify_paths([root]).ok
+    # `logmgr read` walks the gaps: every retained offset once, in order; a start inside a gap serves the next.
+    for args in ([], ["--isolation-level", "read_committed"], ["--offset", str(retained[0] + 1)]):
+        out = CliRunner().invoke(read, [str(root), str(tp), *args])
+        assert out.exit_code == 0, out.output
+        first = retained[0] + 1 if args[:1] == ["--offset"] else 0
+        assert [json.loads(line)["offset"] for line in out.stdout.splitlines()] == [o for o in retained if o >= first]
+
+
+@pytest.mark.parametrize("change", ["delete", "truncate"])
+@pytest.mark.parametrize("moment", ["mapping", "after a group was swapped in"])
+def test_deleting_or_truncating_a_log_aborts_its_cleaning_pass_in_progress(tmp_path: Path, change: str, moment: str) -> None:
+    """Kafka's abortAndPauseCleaning: the pass is held inside its loop (its checkDone) until the deletion or
+    truncation is waiting for it (``LogCleanerManager.abort_waiting``), then stops at its next check; nothing
+    half-written stays, no checkpoint entry is written, and cleaning resumes after a truncation."""
+    clock = ManualClock(T0)
+    broker = BrokerConfig.from_properties({"log.dirs": str(tmp_path / "d"), "log.segment.bytes": "1000"})
+    manager = LogManager(
+        broker, clock=clock, scheduler=ManualScheduler(clock), topic_overrides={"c": {"cleanup.policy": "compact"}}
+    )
+    manager.startup()
+    try:
+        log = manager.get_or_create_log("c", 0)
+        tp, directory = log.topic_partition, log.dir
+        fill(log, 80)
+        log.roll()
+        states = manager.cleaner.manager
+        check_done = states.check_done
+        held = threading.Event()
+
+        def due() -> bool:
+            return moment == "mapping" or any(p.name.endswith(".log.deleted") for p in directory.iterdir())
+
+        def hooked(checked: TopicPartition) -> None:
+            if not held.is_set() and due():
+                held.set()
+                assert states.abort_waiting.wait(FAILURE_DEADLINE_S), "no abort came"
+            check_done(checked)
+
+        states.check_done = hooked  # type: ignore[method-assign, assignment]
+        reports: list[Any] = []
+        cleaning = threading.Thread(target=lambda: reports.append(manager.run_job_now(JOB_LOG_CLEANER)), daemon=True)
+        cleaning.start()
+        assert held.wait(FAILURE_DEADLINE_S), "the pass never reached its loop"
+        if change == "delete":
+            remains = manager.delete_log(tp)
+        else:
+            assert manager.truncate_to(tp, 70)
+            remains = directory
+        cleaning.join(FAILURE_DEADLINE_S)
+        assert not cleaning.is_alive()
+        (result,) = reports[0].logs
+        assert result.error is not None and result.error.startswith("aborted"), result.to_json()
+        assert not [p.name for p in remains.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+        assert tp not in CleanerCheckpoints(tmp_path / "d").read()
+        assert states.state(tp) is None
+        if change == "truncate":
+            states.check_done = check_done  # type: ignore[method-assign]
+            (again,) = manager.run_job_now(JOB_LOG_CLEANER).logs  # type: ignore[union-attr]
+            assert again.error is None
+            latest = {k: v for _, k, v in records(log)}
+            assert latest == {b"k%d" % (o % 5): b"v%d" % o for o in range(70)}
+            offsets = [o for o, _, _ in records(log)]
+            assert offsets == sorted(set(offsets)) and offsets[-1] == 69
+    finally:
+        manager.shutdown()
+
+
+def test_compact_is_throttled_to_log_cleaner_io_max_bytes_per_second_of_the_broker_config(tmp_path: Path) -> None:
+    """The offline command honours the broker's throttle, one throttler for its simulations and its real passes
+    (as Kafka's cleaner threads share one): every byte mapped, read and written is paid for, at the rate of
+    server.properties, but the last period's (fewer than a second's worth)."""
+    from logmgr.cleaner.offline import iter_compacted, plan_compact
+    from logmgr.offline.plan import apply_plan
+    from logmgr.offline.scan import scan_log_dir
+    from logmgr.topic_configs import load_resolver
+
+    clock = ManualClock(T0)
+    root = tmp_path / "logs"
+    for partition in (0, 1):
+        log = load_log(root / f"t-{partition}", COMPACT, clock=clock)
+        fill(log, 80)
+        log.roll()
+        log.close()
+    properties = tmp_path / "server.properties"
+    properties.write_text("log.cleaner.io.max.bytes.per.second=1000\n")
+    flags = ["t:cleanup.policy=compact", "t:segment.bytes=1000"]
+
+    def plan_with(server_properties: Path | None, stopped: StoppedClock) -> Any:
+        resolver = load_resolver(
+            [root], server_properties=server_properties, topic_config_flags=flags, topic_configs_files=[]
+        )
+        return plan_compact(
+            scan_log_dir(root), resolver.resolve, resolver.broker(), T0, sleep=stopped.sleep, monotonic=stopped.monotonic
+        )
+
+    unthrottled = StoppedClock()
+    assert [a.io_max_bytes_per_second for a in iter_compacted(plan_with(None, unthrottled))] == [None, None]
+    assert unthrottled.now == 0
+    stopped = StoppedClock()
+    plan = plan_with(properties, stopped)
+    actions = list(iter_compacted(plan))
+    assert [a.io_max_bytes_per_second for a in actions] == [1000, 1000]
+    assert all("throttled to 1000 B/s" in a.describe() for a in actions)
+    # A first pass maps every dirty byte, reads it again and writes what stays.
+    moved = sum(2 * a.bytes_before + a.bytes_after for a in actions)
+    assert moved - 1000 < stopped.now * 1000 <= moved + 1e-6
+    # The command reads it from --config (a rate this run cannot reach: it never sleeps).
+    fast = tmp_path / "fast.properties"
+    fast.write_text("log.cleaner.io.max.bytes.per.second=1e12\n")
+    topic_flags = [f for flag in flags for f in ("--topic-config", flag)]
+    dry = CliRunner().invoke(compact, [str(root), "--dry-run", "--json", "--config", str(fast), *topic_flags])
+    assert dry.exit_code == 0, dry.output
+    assert [a["ioMaxBytesPerSecond"] for p in json.loads(dry.output)["partitions"] for a in p["actions"]] == [1e12] * 2
+    apply_plan(plan)
+    assert 2 * moved - 1000 < stopped.now * 1000 <= 2 * moved + 1e-6

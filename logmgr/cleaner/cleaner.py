@@ -123,21 +123,34 @@ class CleanSource(Protocol):
 
 class Throttler:
     """Kafka's ``Throttler``: sleep so the bytes reported stay under ``rate`` per second (checked every 300 ms of
-    work). O(1) per call."""
+    work). ``monotonic`` (seconds) and ``sleep`` are injectable: a test's clock moved only by the sleeps turns the
+    time slept into the bytes let through. O(1) per call."""
 
-    def __init__(self, rate: float, *, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        rate: float,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.rate = rate
         self._sleep = sleep
-        self._period_start = time.monotonic()
+        self._monotonic = monotonic
+        self._period_start = monotonic()
         self._observed = 0.0
         self.throttled_s = 0.0
 
+    @property
+    def unthrottled(self) -> bool:
+        """Whether the rate is Kafka's default, Double.MaxValue (never sleeps). O(1)."""
+        return self.rate >= 1.7e308
+
     def maybe_throttle(self, observed: int) -> None:
         """Account ``observed`` bytes; sleep if the rate since the period start is above the limit."""
-        if self.rate >= 1.7e308:
+        if self.unthrottled:
             return
         self._observed += observed
-        now = time.monotonic()
+        now = self._monotonic()
         elapsed = now - self._period_start
         if elapsed < 0.3 and self._observed < self.rate:
             return
@@ -145,7 +158,7 @@ class Throttler:
         if wanted > elapsed:
             self._sleep(wanted - elapsed)
             self.throttled_s += wanted - elapsed
-        self._period_start = time.monotonic()
+        self._period_start = self._monotonic()
         self._observed = 0.0
 
 
@@ -388,9 +401,9 @@ class Cleaner:
                     self.check_done(source.topic_partition)
                     batch = item.batch
                     if batch.base_offset >= end:
-                        # Kafka maps the whole segment holding ``end`` (the last stable offset may fall inside
-                        # one): a record of an open transaction would then supersede committed ones below it, and
-                        # an abort would lose them. Nothing at or above ``end`` enters the map here.
+                        # ``end`` was a segment base when the range was chosen, but a truncation since may have
+                        # left it inside a segment: nothing at or above it may enter the map, or a record of an
+                        # open transaction would supersede committed ones below it and its abort would lose them.
                         break
                     self.throttler.maybe_throttle(batch.size_in_bytes)
                     stats.map_bytes_read += batch.size_in_bytes

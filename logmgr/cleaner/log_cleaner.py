@@ -1,11 +1,14 @@
 """Kafka's ``LogCleaner`` for the LogManager: passes over every compacted log, the checkpoints, the metrics.
 
-:meth:`LogCleaner.run_pass` is the ``kafka-log-cleaner`` job: every compacted log whose dirty ratio exceeds
-``min.cleanable.dirty.ratio`` (or whose ``max.compaction.lag.ms`` is due), dirtiest first, is cleaned once by one
-of ``log.cleaner.threads`` :class:`~logmgr.cleaner.cleaner.Cleaner` workers (each with its share of
-``log.cleaner.dedupe.buffer.size``), throttled together to ``log.cleaner.io.max.bytes.per.second``; its
-``cleaner-offset-checkpoint`` entry moves to the end of the cleaned range. :meth:`LogCleaner.clean_log` cleans
-one log on demand, whatever its ratio.
+:meth:`LogCleaner.run_pass` cleans the compacted logs whose dirty ratio exceeds ``min.cleanable.dirty.ratio`` (or
+whose ``max.compaction.lag.ms`` is due), dirtiest first, each once, by ``log.cleaner.threads``
+:class:`~logmgr.cleaner.cleaner.Cleaner` workers (each with its share of ``log.cleaner.dedupe.buffer.size``),
+throttled together to ``log.cleaner.io.max.bytes.per.second``; a log's ``cleaner-offset-checkpoint`` entry moves
+to the end of its cleaned range. With ``limit`` it cleans only the dirtiest ``limit`` logs: the step of the
+``kafka-log-cleaner`` job, which (as Kafka's ``CleanerThread.doWork``) takes the next step at once while a step
+cleaned something and waits ``log.cleaner.backoff.ms`` only after one that did not
+(:meth:`CleanerRunReport.progressed`). Without it, one full pass over every cleanable log
+(``LogManager.run_job_now``). :meth:`LogCleaner.clean_log` cleans one log on demand, whatever its ratio.
 
 A pass reads a live :class:`~logmgr.log.Log` without its lock (inactive segments do not change but by deletion
 or truncation, both of which the swap detects) and publishes each cleaned group under the log's lock
@@ -186,6 +189,15 @@ class CleanerRunReport:
 
     logs: list[LogCleanResult] = field(default_factory=list)
 
+    @property
+    def progressed(self) -> bool:
+        """Whether some log's checkpoint moved (Kafka's ``cleaned``): an aborted or failed log, or a pass that
+        could not get past its first dirty offset, is no reason to go on without backing off. O(logs)."""
+        return any(
+            r.error is None and r.end_offset is not None and r.end_offset > r.before.first_dirty_offset
+            for r in self.logs
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {"logs": [result.to_json() for result in self.logs]}
 
@@ -201,12 +213,13 @@ class LogCleaner:
         clock: Clock,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.broker = broker
         self._logs = logs
         self.clock = clock
         self.manager = LogCleanerManager()
-        self.throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second, sleep=sleep)
+        self.throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second, sleep=sleep, monotonic=monotonic)
         self._pass_lock = threading.Lock()
         self._maps: list[SkimpyOffsetMap] = []
         self._maps_lock = threading.Lock()
@@ -276,12 +289,13 @@ class LogCleaner:
 
     # -- cleaning -----------------------------------------------------------------------------------------------------
 
-    def run_pass(self, *, all_compacted: bool = False) -> CleanerRunReport:
-        """Clean every dirty compacted log once, dirtiest first, on ``log.cleaner.threads`` workers. Returns the
-        per-log results (a log whose pass failed carries its error; the others go on). O(dirty bytes)."""
+    def run_pass(self, *, all_compacted: bool = False, limit: int | None = None) -> CleanerRunReport:
+        """Clean every dirty compacted log once (only the dirtiest ``limit`` with it), dirtiest first, on
+        ``log.cleaner.threads`` workers. Returns the per-log results (a log whose pass failed carries its error;
+        the others go on). O(dirty bytes)."""
         with self._pass_lock:
             self.last_run_ms = self.clock.time_ms()
-            todo = self.dirty_logs(all_compacted=all_compacted)
+            todo = self.dirty_logs(all_compacted=all_compacted)[:limit]
             report = CleanerRunReport()
             if todo:
                 workers = min(self.threads, len(todo))
@@ -304,7 +318,8 @@ class LogCleaner:
                         futures = [pool.submit(task, log_dir, log, ltc) for log_dir, log, ltc in todo]
                         results = [future.result() for future in futures]
                 report.logs.extend(results)
-            self.last_report = report
+                # Kafka's gauges read each thread's last cleaning: a step that found nothing leaves them as they were.
+                self.last_report = report
             return report
 
     def clean_log(self, log_dir: Path, log: Log) -> LogCleanResult | None:
@@ -377,7 +392,7 @@ class LogCleaner:
     # -- metrics ------------------------------------------------------------------------------------------------------
 
     def metrics(self) -> dict[str, float]:
-        """Kafka's cleaner gauges from the last pass: ``max-dirty-percent``, ``cleaner-recopy-percent``,
+        """Kafka's cleaner gauges from the last pass that cleaned a log: ``max-dirty-percent``, ``cleaner-recopy-percent``,
         ``max-clean-time-secs``, ``max-buffer-utilization-percent``, ``max-compaction-delay-secs``,
         ``time-since-last-run-ms``. O(logs of the last pass)."""
         stats = [r.stats for r in self.last_report.logs if r.stats is not None]

@@ -4,7 +4,8 @@
 The range (``cleanableOffsets``): the first dirty offset is the checkpointed offset, reset to the log start offset
 when it is below it or above the log end; the first uncleanable offset is the smallest of the last stable offset
 (bounded by the high watermark), the active segment's base and, with ``min.compaction.lag.ms``, the base of the
-first dirty segment holding a record younger than the lag. The dirty ratio is
+first dirty segment holding a record younger than the lag; it is then rounded down to the base of the segment
+holding it, which bounds the pass (Kafka's ``LogToClean.firstUncleanableOffset``). The dirty ratio is
 ``cleanable bytes / (clean bytes + cleanable bytes)`` counted in whole segments; a log is cleanable when the ratio
 exceeds ``min.cleanable.dirty.ratio``, or when it has cleanable bytes and a dirty record older than
 ``max.compaction.lag.ms`` (forced). The dirtiest log goes first.
@@ -53,8 +54,8 @@ class OffsetsToClean:
 
 @dataclass(frozen=True, slots=True)
 class LogToClean:
-    """Kafka's ``LogToClean``: a compacted log's clean and cleanable bytes (whole segments) and whether its
-    ``max.compaction.lag.ms`` forces a clean."""
+    """Kafka's ``LogToClean``: a compacted log's clean and cleanable bytes (whole segments), the pass's upper bound
+    (``first_uncleanable_offset``, a segment base) and whether its ``max.compaction.lag.ms`` forces a clean."""
 
     topic_partition: TopicPartition
     first_dirty_offset: int
@@ -144,14 +145,15 @@ def log_to_clean(
     tp: TopicPartition, segments: Sequence[SegmentStat], offsets: OffsetsToClean, config: LogConfig, now_ms: int
 ) -> LogToClean:
     """The clean/cleanable bytes of ``segments`` for ``offsets`` (Kafka's ``LogToClean`` and
-    ``calculateCleanableBytes``: the uncleanable offset rounded down to its segment's base). O(segments)."""
+    ``calculateCleanableBytes``): the uncleanable offset is rounded down to its segment's base, which bounds the
+    pass too, so the segment holding the last stable offset (or the high watermark) is never rewritten. O(segments)."""
     first_dirty = offsets.first_dirty_offset
     clean_bytes = sum(s.size for s in _segments_between(segments, -1, first_dirty))
     holding = _non_active_from(segments, offsets.first_uncleanable_offset)
     first_uncleanable = holding[0].base_offset if holding else segments[-1].base_offset
     cleanable_bytes = sum(s.size for s in _segments_between(segments, min(first_dirty, first_uncleanable), first_uncleanable))
     forced = max_compaction_delay(segments, first_dirty, config, now_ms) > 0
-    return LogToClean(tp, first_dirty, offsets.first_uncleanable_offset, clean_bytes, cleanable_bytes, forced)
+    return LogToClean(tp, first_dirty, first_uncleanable, clean_bytes, cleanable_bytes, forced)
 
 
 def is_cleanable(ltc: LogToClean, config: LogConfig) -> bool:
@@ -206,6 +208,10 @@ class LogCleanerManager:
         self._lock = threading.Condition()
         self._in_progress: dict[TopicPartition, str] = {}
         self._paused: dict[TopicPartition, int] = {}
+        # Test hook: set when abort_and_pause finds a pass in progress and blocks until it ends, so a test holding
+        # that pass inside its loop can release it exactly once the abort was asked for (no sleep). Set under the
+        # condition's lock, which the pass needs to see the request: it cannot end between the set and the wait.
+        self.abort_waiting = threading.Event()
 
     def try_start(self, tp: TopicPartition) -> bool:
         """Mark ``tp`` in progress unless it is paused or already cleaned. O(1)."""
@@ -235,6 +241,7 @@ class LogCleanerManager:
                 self._in_progress[tp] = "aborted"
             self._paused[tp] = self._paused.get(tp, 0) + 1
             while tp in self._in_progress:
+                self.abort_waiting.set()
                 self._lock.wait()
 
     def resume(self, tp: TopicPartition) -> None:

@@ -7,7 +7,9 @@ transactions and the checkpointed high watermark, the first dirty offset from ``
 when there are cleanable bytes, simulates the pass in a private temporary directory (never the log dir): the
 plan then states exactly which segments are cleaned in which groups, the bytes before and after (the bytes
 reclaimed), the records removed and the dirty ratio. The real run applies :class:`CompactLog` (the same pass at
-the same instant, so the same bytes) and rewrites the ``cleaner-offset-checkpoint`` entry.
+the same instant, so the same bytes) and rewrites the ``cleaner-offset-checkpoint`` entry. The simulations and
+the real passes of one command share one throttler at ``log.cleaner.io.max.bytes.per.second`` (read plus
+written bytes), as Kafka's cleaner threads share theirs: many small logs cannot each take a period's allowance.
 
 A broker keeps producer state in its snapshots; offline, the last batch of every producer id seen in the log
 is kept (Kafka keeps those of the producers still active, a subset), so no producer state is lost.
@@ -17,15 +19,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from checkpoints.atomic import fsync_dir
 from checkpoints.offset_checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, parse_offset_checkpoint
-from logmgr.cleaner.cleaner import Cleaner, LastRecord, group_segments_by_size
+from logmgr.cleaner.cleaner import Cleaner, LastRecord, Throttler, group_segments_by_size
 from logmgr.cleaner.manager import LogToClean, SegmentStat, cleanable_offsets, is_cleanable, log_to_clean
 from logmgr.cleaner.offset_map import SkimpyOffsetMap
 from logmgr.config import BrokerConfig, LogConfig
@@ -180,6 +183,8 @@ class CompactLog(Action):
     records_removed: int
     dirty_ratio: float
     reason: str
+    throttler: Throttler = field(compare=False, repr=False)
+    """The command's throttler (``log.cleaner.io.max.bytes.per.second``), shared by all its passes."""
 
     def describe(self) -> str:
         groups = "; ".join(
@@ -189,8 +194,17 @@ class CompactLog(Action):
             f"compact offsets [{self.first_dirty_offset}, {self.end_offset}) (dirty ratio {self.dirty_ratio:.3f}): "
             f"clean {len(self.log_sizes)} segment(s) into {len(self.groups)} ({groups}), "
             f"{self.bytes_before} B -> {self.bytes_after} B, {self.bytes_freed} B reclaimed, "
-            f"{self.records_removed} record(s) removed: {self.reason}"
+            f"{self.records_removed} record(s) removed{self._throttled()}: {self.reason}"
         )
+
+    def _throttled(self) -> str:
+        rate = self.io_max_bytes_per_second
+        return "" if rate is None else f", throttled to {rate:g} B/s"
+
+    @property
+    def io_max_bytes_per_second(self) -> float | None:
+        """The throttle's rate (None: unthrottled, Kafka's default Double.MaxValue). O(1)."""
+        return None if self.throttler.unthrottled else self.throttler.rate
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -203,6 +217,7 @@ class CompactLog(Action):
             "bytesBefore": self.bytes_before,
             "bytesAfter": self.bytes_after,
             "recordsRemoved": self.records_removed,
+            "ioMaxBytesPerSecond": self.io_max_bytes_per_second,
         }
 
     @property
@@ -237,7 +252,7 @@ class CompactLog(Action):
                 raise PlanStaleError(f"{path}: is no longer a file of {size} bytes since the plan was made; nothing more was applied (re-run to re-plan)")
         source = OfflineSource(directory, self.topic_partition, self.config, directory, swap=True)
         try:
-            end, _ = _cleaner(self.map_memory, self.load_factor).clean(
+            end, _ = _cleaner(self.map_memory, self.load_factor, self.throttler).clean(
                 source, self.first_dirty_offset, self.first_uncleanable_offset, self.now_ms
             )
         finally:
@@ -246,8 +261,8 @@ class CompactLog(Action):
             raise PlanStaleError(f"{directory}: the pass ended at {end}, the plan said {self.end_offset}")
 
 
-def _cleaner(memory: int, load_factor: float) -> Cleaner:
-    return Cleaner(SkimpyOffsetMap(memory), load_factor=load_factor)
+def _cleaner(memory: int, load_factor: float, throttler: Throttler) -> Cleaner:
+    return Cleaner(SkimpyOffsetMap(memory), load_factor=load_factor, throttler=throttler)
 
 
 def _last_stable_offset(partition: PartitionView, directory: Path) -> int:
@@ -289,11 +304,14 @@ def plan_compact(
     *,
     force: bool = True,
     notes: tuple[str, ...] = (),
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> LogDirPlan:
     """One cleaning pass over every compacted partition of ``view`` at ``now_ms`` (see the module doc); with
     ``force`` (the command's default) every log with cleanable bytes, else only those a broker's cleaner would
     pick (dirty ratio above ``min.cleanable.dirty.ratio`` or ``max.compaction.lag.ms`` due). Reads only (the
-    simulation writes in a private temporary dir). Raises :class:`PlanError` for a partition needing recovery.
+    simulation writes in a private temporary dir). The simulations and the actions' passes are throttled together
+    to ``log.cleaner.io.max.bytes.per.second`` (``sleep`` and ``monotonic`` time the throttle). Raises :class:`PlanError` for a partition needing recovery.
     O(bytes of the compacted logs)."""
     damaged = [p for p in view.partitions if p.needs_recovery]
     if damaged:
@@ -309,6 +327,7 @@ def plan_compact(
     entries = dict(checkpoint.entries)
     memory = min(broker.log_cleaner_dedupe_buffer_size // max(1, broker.log_cleaner_threads), (1 << 31) - 1)
     load_factor = broker.log_cleaner_io_buffer_load_factor
+    throttler = Throttler(broker.log_cleaner_io_max_bytes_per_second, sleep=sleep, monotonic=monotonic)
     partitions: list[PartitionPlan] = []
     for partition in view.partitions:
         tp = partition.topic_partition
@@ -343,7 +362,7 @@ def plan_compact(
             if offsets.force_update_checkpoint:
                 entries[tp] = offsets.first_dirty_offset
             continue
-        action = _simulate(partition, directory, tp, config, ltc, now_ms, memory, load_factor)
+        action = _simulate(partition, directory, tp, config, ltc, now_ms, memory, load_factor, throttler)
         if action.end_offset > offsets.first_dirty_offset:
             entries[tp] = action.end_offset
         partitions.append(PartitionPlan(partition.name, (action,), (summary,)))
@@ -360,12 +379,13 @@ def _simulate(
     now_ms: int,
     memory: int,
     load_factor: float,
+    throttler: Throttler,
 ) -> CompactLog:
     """Run the pass with its output in a temporary dir: the groups and bytes the real run will produce."""
     with tempfile.TemporaryDirectory(prefix="logmgr-compact-") as scratch:
         source = OfflineSource(directory, tp, config, Path(scratch), swap=False)
         try:
-            end, stats = _cleaner(memory, load_factor).clean(source, ltc.first_dirty_offset, ltc.first_uncleanable_offset, now_ms)
+            end, stats = _cleaner(memory, load_factor, throttler).clean(source, ltc.first_dirty_offset, ltc.first_uncleanable_offset, now_ms)
             read = source.segments_between(0, end)
             sizes = tuple((s.base_offset, s.size) for s in read)
             groups_bases = [
@@ -392,6 +412,7 @@ def _simulate(
         stats.records_removed,
         ltc.cleanable_ratio,
         "Kafka's LogCleaner pass (latest record per key, expired tombstones and markers, aborted data removed)",
+        throttler,
     )
 
 

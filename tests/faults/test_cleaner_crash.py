@@ -9,7 +9,7 @@ so the model needs no state from the child:
 * for each key, its latest record below the log end is there unless it is a tombstone (latest value per key);
 * the log's invariants hold; the next cycle appends and cleans on.
 
-``LOGMGR_CLEANER_CRASH_CYCLES`` (default 24; 1,000 with ``LOGMGR_SOAK=1``) and ``LOGMGR_CRASH_SEED`` change the run.
+``LOGMGR_CLEANER_CRASH_CYCLES`` (default 24; 2,000 with ``LOGMGR_SOAK=1``) and ``LOGMGR_CRASH_SEED`` change the run.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from segments.naming import CLEANED_SUFFIX, SWAP_SUFFIX
 from segments.records import SimpleRecord
 
 SOAK = os.environ.get("LOGMGR_SOAK") == "1"
-CYCLES = int(os.environ.get("LOGMGR_CLEANER_CRASH_CYCLES", "1000" if SOAK else "24"))
+CYCLES = int(os.environ.get("LOGMGR_CLEANER_CRASH_CYCLES", "2000" if SOAK else "24"))
 SEED = int(os.environ.get("LOGMGR_CRASH_SEED", "12"))
 KEYS = 11
 CONFIG = LogConfig(
