@@ -332,6 +332,14 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self.segments.active_segment
 
+    def update_config(self, config: LogConfig) -> LogConfig:
+        """Apply a changed topic config (Kafka's ``UnifiedLog.updateConfig``); returns the previous one. Appends,
+        rolls and retention use it from now on; existing segments keep what they were created with (index sizes,
+        preallocation, roll jitter), as in Kafka. O(1)."""
+        with self._lock:
+            old, self.config = self.config, config
+        return old
+
     # -- append -------------------------------------------------------------------------------------------------
 
     def append_records(
