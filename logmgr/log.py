@@ -53,6 +53,7 @@ from segments.compression import CompressionType
 from segments.errors import CorruptRecordError
 from segments.file_records import FileBatch, iter_batches, open_no_follow
 from segments.java_numbers import INT64_MAX
+from segments.key_index import key_index_file
 from segments.log_segment import LogSegment
 from segments.naming import (
     TopicPartition,
@@ -898,6 +899,9 @@ class Log:
         rebuild_producer_state(self, self._log_end_offset)
         if self.key_index is not None:
             self.key_index.truncated(self._log_end_offset)
+        else:
+            # Nothing maintains it: a file that indexed the removed tail would hide the records appended after.
+            key_index_file(self.dir, self.segments.active_segment.base_offset).unlink(missing_ok=True)
 
     @_io_guarded("full truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -991,6 +995,10 @@ class Log:
             segment.rename_to_deleted()
             if self.key_index is not None:
                 self.key_index.segment_removed(segment.base_offset)
+            else:
+                # A key index built earlier (topic config since changed, reindex --key-index) would otherwise be
+                # taken for a new segment that reuses the base offset.
+                key_index_file(self.dir, segment.base_offset).unlink(missing_ok=True)
         if roll_to is not None:
             # Only after the renames: the new segment may take the base offset (and file names) of a doomed one.
             self.segments.add(self._new_segment(roll_to))
