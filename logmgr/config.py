@@ -288,6 +288,14 @@ class LogConfig:
         "message.timestamp.type", "string", CREATE_TIME, choices=(CREATE_TIME, LOG_APPEND_TIME)
     )
     """``CreateTime`` (keep the producer's timestamps) or ``LogAppendTime`` (stamp batches on append)."""
+    message_timestamp_difference_max_ms: int = _config(
+        "message.timestamp.difference.max.ms", "long", INT64_MAX, at_least=0
+    )
+    """Deprecated by Kafka 3.6 (KIP-937): the bound of both windows below while they keep their default."""
+    message_timestamp_before_max_ms: int = _config("message.timestamp.before.max.ms", "long", INT64_MAX, at_least=0)
+    """How far in the past (ms before the broker's clock) a CreateTime record may be; see :attr:`timestamp_bounds`."""
+    message_timestamp_after_max_ms: int = _config("message.timestamp.after.max.ms", "long", INT64_MAX, at_least=0)
+    """How far in the future (ms past the broker's clock) a CreateTime record may be; see :attr:`timestamp_bounds`."""
     max_message_bytes: int = _config("max.message.bytes", "int", 1_048_588, at_least=0)
     """Largest record batch accepted, in bytes (1 MiB + the 12-byte log overhead)."""
     preallocate: bool = _config("preallocate", "boolean", False)
@@ -344,6 +352,15 @@ class LogConfig:
                 f"invalid value {self.min_compaction_lag_ms}: greater than max.compaction.lag.ms "
                 f"({self.max_compaction_lag_ms})",
             )
+
+    @property
+    def timestamp_bounds(self) -> tuple[int, int]:
+        """``(before, after)``: how many ms before and after the broker's clock a CreateTime record's timestamp may
+        lie (Kafka's LogConfig: a window left at its default, Long.MAX, takes
+        ``message.timestamp.difference.max.ms``). O(1)."""
+        before, after = self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms
+        legacy = self.message_timestamp_difference_max_ms
+        return (legacy if before == INT64_MAX else before, legacy if after == INT64_MAX else after)
 
     @property
     def compact(self) -> bool:
@@ -442,6 +459,19 @@ class BrokerConfig:
     )
     message_max_bytes: int = _config(
         "message.max.bytes", "int", 1_048_588, at_least=0, synonym="max_message_bytes"
+    )
+    log_message_timestamp_difference_max_ms: int = _config(
+        "log.message.timestamp.difference.max.ms",
+        "long",
+        INT64_MAX,
+        at_least=0,
+        synonym="message_timestamp_difference_max_ms",
+    )
+    log_message_timestamp_before_max_ms: int = _config(
+        "log.message.timestamp.before.max.ms", "long", INT64_MAX, at_least=0, synonym="message_timestamp_before_max_ms"
+    )
+    log_message_timestamp_after_max_ms: int = _config(
+        "log.message.timestamp.after.max.ms", "long", INT64_MAX, at_least=0, synonym="message_timestamp_after_max_ms"
     )
     log_preallocate: bool = _config("log.preallocate", "boolean", False, synonym="preallocate")
     log_initial_task_delay_ms: int = _config("log.initial.task.delay.ms", "long", 30_000, at_least=0)

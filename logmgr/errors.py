@@ -96,3 +96,14 @@ class GroupCommitTimeoutError(LogmgrError):
     """A group-committed append was written but its fsync did not complete within
     ``logmgr.group.commit.timeout.ms`` (RocketMQ's FLUSH_DISK_TIMEOUT): the records are in the log, not yet
     known to be durable."""
+
+
+class InvalidTimestampError(LogmgrError):
+    """A leader append holds a record whose timestamp Kafka's LogValidator refuses (INVALID_TIMESTAMP): a CreateTime
+    timestamp outside ``message.timestamp.before.max.ms``/``after.max.ms`` of the broker's clock, or a batch the
+    producer marked LogAppendTime. The whole append is refused. ``record_errors`` holds Kafka's RecordErrors of the
+    failing batch: ``(index of the record in its batch, message)``."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors

@@ -33,10 +33,11 @@ from checkpoints.partition_metadata import (
     write_partition_metadata,
 )
 from logmgr.clock import Clock, SystemClock
-from logmgr.config import LogConfig
+from logmgr.config import CREATE_TIME, LogConfig
 from logmgr.errors import (
     DuplicateSequenceError,
     InvalidRecordError,
+    InvalidTimestampError,
     KafkaStorageError,
     LogDirFullError,
     OffsetOutOfRangeError,
@@ -51,6 +52,8 @@ from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError
 from segments.file_records import FileBatch, iter_batches, open_no_follow
+from segments.java_numbers import INT64_MAX
+from segments.key_index import key_index_file
 from segments.log_segment import LogSegment
 from segments.naming import (
     TopicPartition,
@@ -62,12 +65,14 @@ from segments.records import (
     DEFAULT_DECODE_LIMITS,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
+    NO_TIMESTAMP,
     ControlRecordType,
     DecodeLimits,
     DefaultRecordBatch,
     EndTransactionMarker,
     Record,
     SimpleRecord,
+    TimestampType,
     build_batch,
     build_end_txn_marker,
 )
@@ -328,6 +333,14 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self.segments.active_segment
 
+    def update_config(self, config: LogConfig) -> LogConfig:
+        """Apply a changed topic config (Kafka's ``UnifiedLog.updateConfig``); returns the previous one. Appends,
+        rolls and retention use it from now on; existing segments keep what they were created with (index sizes,
+        preallocation, roll jitter), as in Kafka. O(1)."""
+        with self._lock:
+            old, self.config = self.config, config
+        return old
+
     # -- append -------------------------------------------------------------------------------------------------
 
     def append_records(
@@ -421,6 +434,44 @@ class Log:
                     f"{keyless - batch.base_offset} of the batch)"
                 )
 
+    def _check_timestamps(self, batches: list[DefaultRecordBatch], now: int) -> None:
+        """Kafka's LogValidator.validateTimestamp on a leader append: on a CreateTime topic a record's timestamp
+        (NO_TIMESTAMP exempt) must lie within ``[now - before, now + after]`` (:attr:`LogConfig.timestamp_bounds`);
+        otherwise a batch the producer marked LogAppendTime is refused. Raises :class:`InvalidTimestampError` with
+        the RecordErrors of the first failing batch, as Kafka fails the batch. O(records) with finite windows,
+        O(batches) otherwise."""
+        create_time = self.config.message_timestamp_type == CREATE_TIME
+        before, after = self.config.timestamp_bounds
+        # Both windows at Long.MAX can refuse nothing: the records need not be decoded.
+        bounded = create_time and (before != INT64_MAX or after != INT64_MAX)
+        for number, batch in enumerate(batches):
+            log_append_time = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+            if not bounded and not log_append_time:
+                continue
+            errors: list[tuple[int, str]] = []
+            try:
+                records = batch.records()
+            except CorruptRecordError as err:
+                raise InvalidRecordError(f"{self.topic_partition}: invalid batch: {err}") from err
+            for index, record in enumerate(records):
+                if create_time and record.timestamp != NO_TIMESTAMP:
+                    if now - record.timestamp > before or record.timestamp - now > after:
+                        errors.append((index, (
+                            f"Timestamp {record.timestamp} of message with offset {record.offset} is out of range. "
+                            f"The timestamp should be within [{now - before}, {now + after}]"
+                        )))
+                elif log_append_time:
+                    errors.append((index, (
+                        f"Invalid timestamp type in message with offset {record.offset}. Producer should not set "
+                        "timestamp type to LogAppendTime."
+                    )))
+            if errors:
+                raise InvalidTimestampError(
+                    f"{self.topic_partition}: One or more records have been rejected due to invalid timestamp "
+                    f"(batch {number} of the append, record {errors[0][0]}: {errors[0][1]})",
+                    errors,
+                )
+
     @_io_guarded("append")
     def _append(self, records: bytes, *, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
         batches = self._validate(records)
@@ -434,6 +485,8 @@ class Log:
                     "refused until cleanup frees space"
                 )
             now = self.clock.time_ms()
+            if leader:
+                self._check_timestamps(batches, now)
             next_offset = self._log_end_offset
             stamped: list[DefaultRecordBatch] = []
             for batch in batches:
@@ -846,6 +899,9 @@ class Log:
         rebuild_producer_state(self, self._log_end_offset)
         if self.key_index is not None:
             self.key_index.truncated(self._log_end_offset)
+        else:
+            # Nothing maintains it: a file that indexed the removed tail would hide the records appended after.
+            key_index_file(self.dir, self.segments.active_segment.base_offset).unlink(missing_ok=True)
 
     @_io_guarded("full truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -939,6 +995,10 @@ class Log:
             segment.rename_to_deleted()
             if self.key_index is not None:
                 self.key_index.segment_removed(segment.base_offset)
+            else:
+                # A key index built earlier (topic config since changed, reindex --key-index) would otherwise be
+                # taken for a new segment that reuses the base offset.
+                key_index_file(self.dir, segment.base_offset).unlink(missing_ok=True)
         if roll_to is not None:
             # Only after the renames: the new segment may take the base offset (and file names) of a doomed one.
             self.segments.add(self._new_segment(roll_to))

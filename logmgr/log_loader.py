@@ -14,6 +14,12 @@
    base offset breaks an index append.
 4. Log start / recovery point from the checkpoints; producer state from the newest valid snapshot plus replay.
 
+A segment whose recovery meets a legacy batch overflowing its 32-bit relative offsets (a segment written before
+KAFKA-5413; see :class:`~segments.errors.LogSegmentOffsetOverflowError`) is split there instead of truncated
+(Kafka's ``splitOverflowedSegment``, :class:`OverflowSplit`) and the segments are loaded again, as Kafka's
+``retryOnOffsetOverflow`` does; the new segments have no index yet, so that load recovers them (and splits again
+at a further overflow).
+
 Every action is recorded in :class:`~logmgr.log.RecoveryStats` so callers (the ``recover`` command, the
 manager's progress log) can report it.
 """
@@ -24,9 +30,11 @@ import logging
 import os
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from checkpoints.atomic import remove_temporaries
+from checkpoints.atomic import fsync_dir, remove_temporaries
 from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT_FILE
 from checkpoints.partition_metadata import PARTITION_METADATA_FILE
 from logmgr.clock import Clock, SystemClock
@@ -39,6 +47,7 @@ from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
 from segments.errors import (
     CorruptIndexError,
     InvalidOffsetError,
+    LogSegmentOffsetOverflowError,
     StorageFormatError,
 )
 from segments.log_segment import LogSegment
@@ -55,6 +64,9 @@ from segments.naming import (
     PartitionDirName,
     log_file,
     offset_from_file_name,
+    offset_index_file,
+    time_index_file,
+    transaction_index_file,
 )
 from segments.records import MAGIC_V2, RecordBatch
 from segments.transactions import TransactionTracker
@@ -87,19 +99,30 @@ def load_log(
     parsed = PartitionDirName.parse(partition_dir.name)
     stats = RecoveryStats()
     is_deleted_dir = parsed.kind == "delete"
-    producer_state = ProducerStateManager(partition_dir, producer_id_expiration_ms, clock)
-    leader_epochs = LeaderEpochCache(partition_dir)
     _complete_swaps_and_remove_temporaries(partition_dir, stats)
-    segments = LogSegments()
-    needs_recovery = _open_segments(partition_dir, config, segments, stats, clock)
-    tracker_log = _LoadContext(partition_dir, config, segments, producer_state, leader_epochs, stats, log_start_offset)
-    for segment in needs_recovery:
-        if segment.base_offset in segments:
-            tracker_log.recover_segment(segment, reason="index missing or corrupt")
-    if not had_clean_shutdown and not is_deleted_dir:
-        tracker_log.recover_from(recovery_point)
-    last = segments.last_segment()
-    if last is not None and tracker_log.next_offset_of(last) < log_start_offset:
+    while True:
+        producer_state = ProducerStateManager(partition_dir, producer_id_expiration_ms, clock)
+        leader_epochs = LeaderEpochCache(partition_dir)
+        segments = LogSegments()
+        needs_recovery = _open_segments(partition_dir, config, segments, stats, clock)
+        context = _LoadContext(partition_dir, config, segments, producer_state, leader_epochs, stats, log_start_offset)
+        try:
+            for segment in needs_recovery:
+                if segment.base_offset in segments:
+                    context.recover_segment(segment, reason="index missing or corrupt")
+            if not had_clean_shutdown and not is_deleted_dir:
+                context.recover_from(recovery_point)
+            last = segments.last_segment()
+            last_next_offset = None if last is None else context.next_offset_of(last)
+            break
+        except _Overflowed as overflowed:
+            split = OverflowSplit.plan(overflowed.segment, overflowed.error)
+            for segment in segments.values():
+                segment.close()
+            split.apply()
+            stats.actions.append(split.describe())
+            logger.info("%s: %s", partition_dir.name, split.describe())
+    if last_next_offset is not None and last_next_offset < log_start_offset:
         stats.actions.append(f"every segment ends below the log start offset {log_start_offset}: deleted")
         for segment in segments.clear():
             segment.delete()
@@ -320,6 +343,8 @@ class _LoadContext:
             detail = f"{result.batches} valid batches"
             if result.error is not None:
                 detail += f", stopped at {result.error}"
+        except LogSegmentOffsetOverflowError as err:
+            raise _Overflowed(segment, err) from err
         except (InvalidOffsetError, OSError) as err:
             # Kafka truncates a segment it cannot recover to empty (and the caller drops later ones).
             truncated = segment.size
@@ -336,6 +361,102 @@ class _LoadContext:
         )
         logger.info("%s: recovered segment %d, %d bytes truncated", self.dir.name, segment.base_offset, truncated)
         return truncated
+
+
+class _Overflowed(Exception):
+    """Ends a load attempt: ``segment`` overflows at ``error.position`` and is split before the next attempt."""
+
+    def __init__(self, segment: LogSegment, error: LogSegmentOffsetOverflowError) -> None:
+        super().__init__(str(error))
+        self.segment = segment
+        self.error = error
+
+
+_COPY_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class OverflowSplit:
+    """Kafka's ``splitOverflowedSegment`` for the first overflow of a segment: its bytes before ``position`` stay a
+    segment at ``base``, the rest become a segment at ``new_base`` (the first offset of the overflowing batch), so
+    the two hold exactly the original bytes. Kafka cuts at every overflow in one pass; here the second segment is
+    recovered by the next load, which splits it again at a further overflow, with the same result.
+
+    The swap is Kafka's ``replaceSegments``, crash-safe through the loader's step 1: both ``.log.cleaned`` files
+    written and fsynced (a crash leaves ``.cleaned`` files, removed, and the original intact); renamed ``.swap``
+    highest first (a crash leaves a ``.cleaned`` below every ``.swap``: an unfinished split, removed); the old
+    segment's files deleted (the ``.swap`` files now replace what they cover); ``.swap`` renamed to final names
+    lowest first. The new ``.log`` files keep the original's modification time (time retention may fall back on
+    it), and get no indexes: the next load rebuilds them."""
+
+    directory: Path
+    base: int
+    position: int
+    new_base: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def plan(cls, segment: LogSegment, error: LogSegmentOffsetOverflowError) -> OverflowSplit:
+        """The split of ``segment`` at the batch where recovery raised ``error``. O(1) reads (one batch)."""
+        assert error.position is not None
+        # Recovery checked this batch: CRC-valid, and its first offset (decompressed) continues the segment.
+        found = next(segment.log.batches(error.position))
+        return cls(
+            segment.log.path.parent, segment.base_offset, error.position, found.batch.base_offset, segment.size,
+            segment.log.path.stat().st_mtime_ns,
+        )
+
+    def describe(self) -> str:
+        return (
+            f"split segment {self.base} at position {self.position}: offsets from {self.new_base} overflow 32 bits "
+            f"relative to {self.base} (a legacy segment), a new segment starts there"
+        )
+
+    def _pieces(self) -> list[tuple[int, int, int]]:
+        return [(self.base, 0, self.position), (self.new_base, self.position, self.size)]
+
+    def _write(self, base: int, start: int, end: int) -> None:
+        target = log_file(self.directory, base, CLEANED_SUFFIX)
+        with open(log_file(self.directory, self.base), "rb") as source, open(target, "wb") as out:
+            source.seek(start)
+            remaining = end - start
+            while remaining > 0:
+                chunk = source.read(min(_COPY_CHUNK, remaining))
+                if not chunk:
+                    raise OSError(f"{source.name}: ends before position {end}")
+                out.write(chunk)
+                remaining -= len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        os.utime(target, ns=(self.mtime_ns, self.mtime_ns))
+
+    def _delete_old(self) -> None:
+        for make in (log_file, offset_index_file, time_index_file, transaction_index_file):
+            make(self.directory, self.base).unlink(missing_ok=True)
+
+    def steps(self) -> list[Callable[[], None]]:
+        """The writes in order; a crash after any prefix of them loads the same log (tests run prefixes). O(1)."""
+        bases = [base for base, _, _ in self._pieces()]
+        sync = partial(fsync_dir, self.directory)
+        return [
+            *(partial(self._write, base, start, end) for base, start, end in self._pieces()),
+            sync,
+            *(
+                partial(os.replace, log_file(self.directory, base, CLEANED_SUFFIX), log_file(self.directory, base, SWAP_SUFFIX))
+                for base in reversed(bases)
+            ),
+            sync,
+            self._delete_old,
+            sync,
+            *(partial(os.replace, log_file(self.directory, base, SWAP_SUFFIX), log_file(self.directory, base)) for base in bases),
+            sync,
+        ]
+
+    def apply(self) -> None:
+        """Run every step. O(size of the segment)."""
+        for step in self.steps():
+            step()
 
 
 def _offsets_to_snapshot(segments: LogSegments, last_offset: int) -> set[int]:

@@ -179,6 +179,8 @@ class LogManager:
         self._manual_delete_runs = 0
         # One cleanup at a time: the retention job and the disk-check job both plan from snapshots of the same logs.
         self._cleanup_lock = threading.Lock()
+        # Config changes one at a time (Kafka's single config-change handler), so logs end with the last one.
+        self._config_lock = threading.Lock()
         self.group_commit = (
             GroupCommitService(broker.group_commit_timeout_ms, name="logmgr-group-commit")
             if broker.group_commit_enable
@@ -195,6 +197,34 @@ class LogManager:
     def log_config(self, topic: str) -> LogConfig:
         """Broker defaults with the topic's overrides applied. O(keys)."""
         return self.broker.effective_log_config(topic, self.topic_overrides)
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
+        """Kafka's dynamic topic config change (``LogManager.updateTopicConfig``): ``overrides`` become the topic's
+        whole set of overrides (a key left out is back at the broker default) and apply now to the topic's existing
+        logs, as to those created later. Validated first: an invalid override raises :class:`ConfigError` naming
+        the key and the topic and changes nothing. As in Kafka, turning compaction off aborts a cleaning in
+        progress; turning the key index on attaches it (caught up from the log), off detaches it. Returns the new
+        config. O(logs + a running cleaning pass)."""
+        config = self.broker.effective_log_config(topic, {topic: overrides})
+        with self._config_lock:
+            with self._lock:
+                if overrides:
+                    self.topic_overrides[topic] = dict(overrides)
+                else:
+                    self.topic_overrides.pop(topic, None)
+                logs = [log for d in self._dirs.values() for tp, log in d.logs.items() if tp.topic == topic]
+            # Outside the manager's lock: aborting waits for a running cleaning pass, which may need it.
+            for log in logs:
+                old = log.update_config(config)
+                if old.compact and not config.compact:
+                    # Kafka's abortCleaning: a pass under way must not finish compacting a log no longer compacted.
+                    self.cleaner.abort_and_pause(log.topic_partition)
+                    self.cleaner.resume(log.topic_partition)
+                if config.logmgr_key_index_enable and log.key_index is None:
+                    self.key_indexer.register(log)
+                elif not config.logmgr_key_index_enable and log.key_index is not None:
+                    self.key_indexer.unregister(log)
+        return config
 
     # -- startup / shutdown -------------------------------------------------------------------------------------
 

@@ -87,6 +87,12 @@ class IndexOffsetOverflowError(InvalidOffsetError):
     """An offset does not fit the 32-bit relative offset of its segment (``offset - baseOffset > 2**31-1``)."""
 
 
+class LogSegmentOffsetOverflowError(IndexOffsetOverflowError):
+    """Kafka's ``LogSegmentOffsetOverflowException``: a CRC-valid legacy (magic 0/1) batch that continues its segment
+    but whose offset does not fit 32 bits relative to the segment's base, as segments written before KAFKA-5413
+    hold. The loader splits the segment at it instead of truncating (Kafka's ``splitOverflowedSegment``)."""
+
+
 class CorruptIndexError(StorageFormatError):
     """An ``.index``, ``.timeindex`` or ``.txnindex`` file breaks its format or its sanity rules."""
 

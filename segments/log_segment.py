@@ -28,6 +28,7 @@ from segments.errors import (
     CorruptRecordError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
+    LogSegmentOffsetOverflowError,
     StorageFormatError,
 )
 from segments.file_records import FileBatch, FileRecords, iter_batches
@@ -410,9 +411,10 @@ class LogSegment:
         the first invalid batch, returned as ``error``: a bad CRC or framing (:class:`CorruptRecordError`), or
         offsets that do not continue the segment (:class:`InvalidOffsetError`): not above the previous batch's,
         below the base offset, at or past ``next_segment_base``, or beyond the 32-bit relative range
-        (:class:`IndexOffsetOverflowError`). The batch CRC does not cover the base offset, so a damaged one is
-        only visible this way; Kafka's recovery would instead fail on the next index append and empty the whole
-        segment, or ask for a split on an overflow.
+        (:class:`IndexOffsetOverflowError`; :class:`LogSegmentOffsetOverflowError` for a legacy batch that
+        otherwise continues the segment: a real overflow, which :meth:`recover` raises for a split). The batch CRC
+        does not cover the base offset, so a damaged one is only visible this way; Kafka's recovery would instead
+        fail on the next index append and empty the whole segment.
         """
         tracker = TransactionTracker() if transactions is None else transactions
         self.offset_index.reset()
@@ -435,7 +437,16 @@ class LogSegment:
                 last_offset = batch.last_offset
                 # A legacy wrapper's base offset needs decompression; its last offset carries the same check.
                 first_offset = batch.base_offset if batch.magic >= MAGIC_V2 else last_offset
-                self.check_continues(first_offset, last_offset, next_offset, next_segment_base, found.position)
+                try:
+                    self.check_continues(first_offset, last_offset, next_offset, next_segment_base, found.position)
+                except IndexOffsetOverflowError as err:
+                    # A legacy wrapper continuing the segment (its first inner offset too: decompressing a damaged
+                    # one raises CorruptRecordError, i.e. damage) after batches that fit is a real overflow. A v2
+                    # batch's base offset is outside its CRC, so there it is damage, and so is a first batch that
+                    # does not fit (Kafka names a segment after its first batch).
+                    if batch.magic < MAGIC_V2 and count > 0 and batch.base_offset >= next_offset:
+                        raise LogSegmentOffsetOverflowError(err.message, path=err.path, position=err.position) from None
+                    raise
                 next_offset = last_offset + 1
                 if batch.max_timestamp > max_timestamp:
                     max_timestamp, max_offset = batch.max_timestamp, last_offset
@@ -471,17 +482,18 @@ class LogSegment:
         self, first_offset: int, last_offset: int, next_offset: int, next_segment_base: int | None, position: int
     ) -> None:
         """Raise unless a batch's offsets continue this segment (see :meth:`rebuild_indexes`): from ``next_offset``,
-        below ``next_segment_base``, within the 32-bit relative range. O(1)."""
-        if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
-            raise IndexOffsetOverflowError(
-                f"offset {last_offset} does not fit a segment based at {self.base_offset}",
-                path=self.log.path,
-                position=position,
-            )
+        below ``next_segment_base``, within the 32-bit relative range (checked last: an overflow is a batch that
+        continues the segment in every other way). O(1)."""
         if first_offset < next_offset or (next_segment_base is not None and last_offset >= next_segment_base):
             limit = "" if next_segment_base is None else f" and below the next segment's base {next_segment_base}"
             raise InvalidOffsetError(
                 f"batch offsets {first_offset}-{last_offset} do not continue the segment (from {next_offset}{limit})",
+                path=self.log.path,
+                position=position,
+            )
+        if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            raise IndexOffsetOverflowError(
+                f"offset {last_offset} does not fit a segment based at {self.base_offset}",
                 path=self.log.path,
                 position=position,
             )
@@ -495,8 +507,11 @@ class LogSegment:
     ) -> RecoveryResult:
         """Kafka's ``LogSegment.recover`` (§6.3): rebuild the indexes, truncate the ``.log`` to the valid prefix
         (see :meth:`rebuild_indexes` for what is valid), trim the indexes and append the final time-index entry.
-        O(size)."""
+        Raises :class:`LogSegmentOffsetOverflowError` (nothing truncated, indexes to rebuild) at a legacy batch
+        that overflows the segment, as Kafka's ``ensureOffsetInRange`` does. O(size)."""
         result = self.rebuild_indexes(transactions=transactions, observer=observer, next_segment_base=next_segment_base)
+        if isinstance(result.error, LogSegmentOffsetOverflowError):
+            raise result.error
         if result.truncated_bytes > 0:
             self.log.truncate_to(result.valid_bytes)
         self.offset_index.trim_to_valid_size()

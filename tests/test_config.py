@@ -41,6 +41,10 @@ DOC_TOPIC_DEFAULTS = {
     "max.compaction.lag.ms": LONG_MAX,
     "delete.retention.ms": 86400000,
     "message.timestamp.type": "CreateTime",
+    # Timestamp validation (issue 14): Kafka 3.6+'s LogConfig defaults, every window open.
+    "message.timestamp.difference.max.ms": LONG_MAX,
+    "message.timestamp.before.max.ms": LONG_MAX,
+    "message.timestamp.after.max.ms": LONG_MAX,
     "max.message.bytes": 1048588,
     "preallocate": False,
     "min.cleanable.dirty.ratio": 0.5,  # Kafka's TopicConfig default (the log cleaner, issue 12)
@@ -64,6 +68,9 @@ DOC_SYNONYMS = {
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "max.message.bytes": "message.max.bytes",
     "preallocate": "log.preallocate",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
@@ -304,6 +311,9 @@ def test_empty_cleanup_policy_is_neither_delete_nor_compact() -> None:
         ("cleanup.policy", "Delete", "one of: compact, delete"),
         ("cleanup.policy", 1, "comma-separated list"),
         ("message.timestamp.type", "createtime", "one of: CreateTime, LogAppendTime"),
+        ("message.timestamp.before.max.ms", "-1", "at least 0"),
+        ("message.timestamp.after.max.ms", "-1", "at least 0"),
+        ("message.timestamp.difference.max.ms", "-1", "at least 0"),
         ("preallocate", "yes", "true or false"),
         ("preallocate", 1, "true or false"),
     ],
@@ -331,6 +341,8 @@ def test_invalid_topic_values_name_the_key_and_value(key: str, value: object, fr
         ("flush.messages", "1"),
         ("segment.ms", "1"),
         ("max.compaction.lag.ms", "1"),
+        ("message.timestamp.before.max.ms", "0"),
+        ("message.timestamp.after.max.ms", "0"),
     ],
 )
 def test_boundary_values_are_accepted(key: str, value: str) -> None:

@@ -398,3 +398,28 @@ def test_files_of_segments_gone_from_the_log_are_removed_at_registration(tmp_pat
     assert not orphan.exists()
     assert key_index_file(log.dir, 0).exists()
     log.close()
+
+
+def test_bug_index_left_by_a_disabled_key_index_hid_records_appended_after_a_truncation(tmp_path: Path) -> None:
+    """An index built while the topic enabled it stayed on disk once the topic turned it off; nothing maintained
+    it any more, so after a truncation and new appends query_by_key trusted its coverage and missed the new
+    records (and after a full truncation a new segment reusing the base offset took the old file)."""
+    broker = BrokerConfig.from_properties({"log.dirs": str(tmp_path / "d")})
+    manager = LogManager(broker, topic_overrides={"t": {"logmgr.key.index.enable": "true"}})
+    manager.startup()
+    try:
+        log = manager.get_or_create_log("t", 0)
+        for _ in range(10):
+            log.append_records([SimpleRecord(b"old", b"a", T0)])
+        manager.key_indexer.drain()
+        manager.update_topic_config("t", {})
+        assert log.key_index is None
+        log.truncate_to(4)
+        for _ in range(6):
+            log.append_records([SimpleRecord(b"new", b"b", T0)])
+        assert queried(log, b"b") == scan(log, b"b") == list(range(4, 10))
+        log.truncate_fully_and_start_at(0)
+        log.append_records([SimpleRecord(b"newer", b"a", T0)])
+        assert queried(log, b"a") == scan(log, b"a") == [0]
+    finally:
+        manager.shutdown()

@@ -30,6 +30,7 @@ from logmgr.config import LogConfig
 from logmgr.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTimestampError,
     InvalidTxnStateError,
     KafkaStorageError,
     LogDirFullError,
@@ -206,6 +207,73 @@ def test_create_time_records_keep_their_timestamps(pdir: Path, clock: ManualCloc
     no_timestamp = log.append_records([SimpleRecord(b"d"), SimpleRecord(b"e", None, 42)])
     assert [r.timestamp for r in log.read(3, 1 << 20).batches()[0].records()] == [T0 + 1, 42]
     assert no_timestamp.max_timestamp == T0 + 1
+
+
+# -- timestamp validation (Kafka's LogValidator.validateTimestamp, KIP-937) -----------------------------------------
+
+
+def test_timestamps_outside_the_before_and_after_windows_refuse_the_whole_append(pdir: Path, clock: ManualClock) -> None:
+    log = open_log(pdir, clock, message_timestamp_before_max_ms=1_000, message_timestamp_after_max_ms=500)
+    # The bounds are inclusive: exactly 1000 ms old and 500 ms ahead pass.
+    log.append_as_leader(batch(b"a", b"b", ts=[T0 - 1_000, T0 + 500]))
+    # One stale record fails its batch, and the append is all or nothing: the good first batch is not written.
+    with pytest.raises(InvalidTimestampError) as refused:
+        log.append_as_leader(batch(b"ok") + batch(b"c", b"d", ts=[T0, T0 - 1_001]))
+    assert refused.value.record_errors == [
+        (1, f"Timestamp {T0 - 1_001} of message with offset 1 is out of range. "
+            f"The timestamp should be within [{T0 - 1_000}, {T0 + 500}]")
+    ]
+    assert "topic-0: One or more records have been rejected due to invalid timestamp (batch 1" in str(refused.value)
+    with pytest.raises(InvalidTimestampError):
+        log.append_records([SimpleRecord(b"e", None, T0 + 501)])
+    assert log.log_end_offset == 2
+    # The window follows the broker's clock: the same timestamp passes once the clock has caught up.
+    clock.advance(1)
+    log.append_records([SimpleRecord(b"e", None, T0 + 501)])
+    # NO_TIMESTAMP is exempt (a raw batch; append_records would stamp the clock).
+    log.append_as_leader(batch(b"f", ts=-1))
+    assert [v for _, v in read_all(log)] == [b"a", b"b", b"e", b"f"]
+    log._check()
+
+
+def test_legacy_difference_bounds_the_windows_left_at_their_default(pdir: Path, clock: ManualClock) -> None:
+    log = open_log(pdir, clock, message_timestamp_difference_max_ms=100)
+    assert log.config.timestamp_bounds == (100, 100)
+    for stamp in (T0 - 101, T0 + 101):
+        with pytest.raises(InvalidTimestampError):
+            log.append_as_leader(batch(b"x", ts=stamp))
+    log.append_as_leader(batch(b"x", ts=T0 - 100))
+    # An explicit window wins over the legacy setting; the other still falls back to it.
+    log.config = log.config.with_overrides({"message.timestamp.after.max.ms": "10000"})
+    assert log.config.timestamp_bounds == (100, 10_000)
+    log.append_as_leader(batch(b"y", ts=T0 + 10_000))
+    with pytest.raises(InvalidTimestampError):
+        log.append_as_leader(batch(b"y", ts=T0 - 101))
+    assert log.log_end_offset == 2
+
+
+def test_log_append_time_topics_ignore_the_windows_but_refuse_producer_log_append_time(
+    pdir: Path, clock: ManualClock
+) -> None:
+    log = open_log(pdir, clock, message_timestamp_type="LogAppendTime", message_timestamp_before_max_ms=0)
+    log.append_as_leader(batch(b"a", ts=1))  # overwritten with the append time, never judged
+    producer_stamped = build_batch(
+        [SimpleRecord(b"b", None, T0)], timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=T0
+    )
+    with pytest.raises(InvalidTimestampError) as refused:
+        log.append_as_leader(producer_stamped)
+    assert "Producer should not set timestamp type to LogAppendTime" in refused.value.record_errors[0][1]
+    # On a CreateTime topic such a batch is judged by its max timestamp (what its records report).
+    create = open_log(pdir.with_name("topic-1"), clock, message_timestamp_after_max_ms=0)
+    create.append_as_leader(producer_stamped)
+    late = build_batch([SimpleRecord(b"c", None, T0)], timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=T0 + 1)
+    with pytest.raises(InvalidTimestampError):
+        create.append_as_leader(late)
+    # Kafka validates only what a leader appends: replication and restores copy batches as they are.
+    create.append_as_follower(build_batch(
+        [SimpleRecord(b"d", None, 0)], base_offset=1, timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=0
+    ))
+    assert create.log_end_offset == 2 and log.log_end_offset == 1
 
 
 def test_max_message_bytes_is_enforced_and_nothing_written(pdir: Path, clock: ManualClock) -> None:

@@ -8,6 +8,7 @@ the producer state and leader epochs rebuilt from the batches.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
@@ -22,7 +23,10 @@ from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, Ep
 from logmgr.clock import ManualClock
 from logmgr.config import LogConfig
 from logmgr.log import Isolation, Log
-from logmgr.log_loader import load_log
+from logmgr.log_loader import OverflowSplit, load_log
+from logmgr.verify import verify_paths
+from segments.compression import CompressionType
+from segments.errors import LogSegmentOffsetOverflowError
 from segments.file_records import FileRecords
 from segments.log_segment import LogSegment
 from segments.naming import (
@@ -36,6 +40,7 @@ from segments.naming import (
     transaction_index_file,
 )
 from segments.records import ControlRecordType, SimpleRecord
+from tests.test_legacy import entry, message, wrapper
 
 T0 = 1_700_000_000_000
 PID = 4242
@@ -684,3 +689,131 @@ def test_seeded_crash_and_reload_stress(tmp_path: Path) -> None:
         assert read_all(log) == values(model), f"step {step}: {action} at {victim}"
         assert log.log_end_offset == (model[-1] + 1 if model else log.segments.active_segment.base_offset)
     log.close()
+
+
+# -- legacy segments whose offsets overflow 32 bits (Kafka's splitOverflowedSegment) -----------------------------
+
+SPLIT_AT = 2**31 + 5
+"""Offsets from here do not fit 32 bits relative to base 0."""
+SECOND_SPLIT_AT = 2**32 + 10
+"""The first inner offset of a gzip wrapper whose last offset does not fit relative to SPLIT_AT."""
+
+
+def _legacy(offset: int, *, crc: int | None = None) -> bytes:
+    return entry(offset, message(1, b"key", b"value-%d" % offset, timestamp=T0, crc=crc))
+
+
+def overflowed_segment(pdir: Path, *, damage: str | None = None) -> list[int]:
+    """A magic-1 segment at base 0 written before KAFKA-5413: offsets 0-2, then SPLIT_AT and SPLIT_AT + 1, then a
+    gzip wrapper holding SECOND_SPLIT_AT..SECOND_SPLIT_AT+2 (no index files). ``damage``: the message at SPLIT_AT
+    has a bad CRC (``"crc"``), or goes back below offset 2 (``"backwards"``). Returns the offsets written."""
+    pdir.mkdir(parents=True)
+    offsets = [0, 1, 2, SPLIT_AT, SPLIT_AT + 1]
+    entries = [_legacy(o) for o in offsets]
+    if damage == "crc":
+        entries[3] = _legacy(SPLIT_AT, crc=0)
+    elif damage == "backwards":
+        entries[3] = _legacy(1)
+    inner = [(i, message(1, b"key", b"value-%d" % (SECOND_SPLIT_AT + i), timestamp=T0)) for i in range(3)]
+    entries.append(wrapper(1, CompressionType.GZIP, SECOND_SPLIT_AT + 2, inner, timestamp=T0))
+    log_file(pdir, 0).write_bytes(b"".join(entries))
+    return [*offsets, *range(SECOND_SPLIT_AT, SECOND_SPLIT_AT + 3)]
+
+
+def legacy_values(offsets: list[int]) -> list[tuple[int, bytes | None]]:
+    return [(o, b"value-%d" % o) for o in offsets]
+
+
+def read_legacy(log: Log) -> list[tuple[int, bytes | None]]:
+    """Every record from the log start to the log end, legacy batches included, CRCs checked."""
+    out: list[tuple[int, bytes | None]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        records = list(log.read(offset, 1 << 20, isolation=Isolation.LOG_END).iter_records())
+        assert records, f"nothing served at {offset} below the log end {log.log_end_offset}"
+        out.extend((r.offset, r.value) for r in records if r.offset >= offset)
+        offset = records[-1].offset + 1
+    return out
+
+
+def assert_split(log: Log, offsets: list[int]) -> None:
+    assert log.segments.base_offsets() == [0, SPLIT_AT, SECOND_SPLIT_AT]
+    assert read_legacy(log) == legacy_values(offsets)
+    assert log.log_end_offset == SECOND_SPLIT_AT + 3
+    log._check()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_legacy_segment_overflowing_32_bits_is_split_not_truncated(pdir: Path, clean: bool) -> None:
+    offsets = overflowed_segment(pdir)
+    size = log_file(pdir, 0).stat().st_size
+    old = T0 // 1000 - 86_400
+    os.utime(log_file(pdir, 0), (old, old))
+    log = open_log(pdir, clean=clean)
+    try:
+        assert_split(log, offsets)
+        assert sum("split segment" in action for action in log.recovery.actions) == 2
+        assert log.recovery.truncated_bytes == 0
+        assert sum(s.size for s in log.segments.values()) == size
+        # The split segments keep the original's modification time (time retention may use it).
+        assert {int(p.stat().st_mtime) for p in pdir.glob("*.log")} == {old}
+        info = log.append_records([SimpleRecord(b"after", None, T0)])
+        assert info.first_offset == SECOND_SPLIT_AT + 3
+    finally:
+        log.close()
+    log = open_log(pdir, clean=True)
+    try:
+        assert log.segments.base_offsets() == [0, SPLIT_AT, SECOND_SPLIT_AT]
+        assert read_legacy(log)[-1] == (SECOND_SPLIT_AT + 3, b"after")
+        assert log.recovery.recovered_segments == 0
+    finally:
+        log.close()
+    assert verify_paths([pdir]).ok
+
+
+@pytest.mark.parametrize("damage", ["crc", "backwards"])
+def test_damage_at_an_overflowing_offset_is_truncated_not_split(pdir: Path, damage: str) -> None:
+    """Kafka checks the CRC before the offset range: a message that fails it is damage, and so is one whose
+    offsets do not continue the segment, wherever they point."""
+    overflowed_segment(pdir, damage=damage)
+    log = open_log(pdir, clean=False)
+    try:
+        assert log.segments.base_offsets() == [0]
+        assert read_legacy(log) == legacy_values([0, 1, 2])
+        assert not any("split segment" in action for action in log.recovery.actions)
+        assert log.recovery.truncated_bytes > 0
+    finally:
+        log.close()
+
+
+def _split_plan(pdir: Path) -> OverflowSplit:
+    segment = LogSegment.open(pdir, 0)
+    try:
+        with pytest.raises(LogSegmentOffsetOverflowError) as raised:
+            segment.recover()
+        plan = OverflowSplit.plan(segment, raised.value)
+    finally:
+        segment.close()
+    assert (plan.base, plan.new_base) == (0, SPLIT_AT)
+    return plan
+
+
+def test_split_interrupted_after_any_step_loads_the_same_log(tmp_path: Path) -> None:
+    """A crash between any two steps of the split (``.cleaned`` written, renamed ``.swap``, old segment deleted,
+    ``.swap`` renamed) leaves files the next load completes or rolls back to the same split log."""
+    template = tmp_path / "template" / "topic-0"
+    offsets = overflowed_segment(template)
+    steps = len(_split_plan(template).steps())
+    assert steps > 6
+    for done in range(steps + 1):
+        pdir = tmp_path / f"crash-{done}" / "topic-0"
+        shutil.copytree(template, pdir)
+        for step in _split_plan(pdir).steps()[:done]:
+            step()
+        for clean in (False, True):
+            log = open_log(pdir, clean=clean)
+            try:
+                assert_split(log, offsets)
+            finally:
+                log.close()
+        assert not [p.name for p in pdir.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]

@@ -29,6 +29,7 @@ from logmgr.config import BrokerConfig
 from logmgr.dir_lock import LogDirLock
 from logmgr.errors import (
     ConfigError,
+    InvalidTimestampError,
     KafkaStorageError,
     LogDirFullError,
     LogDirLockedError,
@@ -339,6 +340,52 @@ def test_bug_invalid_overrides_poisoned_the_topic_config(make: Factory) -> None:
     with pytest.raises(ConfigError, match=r"retention\.ms"):
         m.get_or_create_log("x", 0, {"retention.ms": "soon"})
     assert m.get_or_create_log("x", 0).config.retention_ms == m.broker.log_retention_ms
+
+
+def test_update_topic_config_applies_to_existing_logs_as_kafkas_dynamic_topic_configs(
+    make: Factory, tmp_path: Path
+) -> None:
+    m = make([tmp_path / "d1", tmp_path / "d2"])
+    m.startup()
+    t0, t1, other = m.get_or_create_log("t", 0), m.get_or_create_log("t", 1), m.get_or_create_log("u", 0)
+    assert t0.dir.parent != t1.dir.parent  # the topic's logs live in both dirs
+    fill(t0, 20, ts=T0, step_ms=MINUTE)
+    clock_of(m).advance(21 * MINUTE)
+    assert m.cleanup_logs().deletions == {}  # the broker default keeps 7 days
+    config = m.update_topic_config("t", {"retention.ms": str(10 * MINUTE), "message.timestamp.before.max.ms": "0"})
+    assert t0.config is config and t1.config is config and config.retention_ms == 10 * MINUTE
+    assert other.config == m.broker.log_config()
+    # Retention of the existing log follows at once, and so do appends (a timestamp in the past is refused now).
+    assert [d.base_offset for d in m.cleanup_logs().deletions[TopicPartition("t", 0)]] == [0, 5]
+    with pytest.raises(InvalidTimestampError):
+        fill(t1, 1, ts=T0)
+    # A partition created later takes the same overrides.
+    assert m.get_or_create_log("t", 2).config == config
+    # An invalid change names the key and the topic and changes nothing.
+    with pytest.raises(ConfigError, match=r"^retention\.ms: .*topic 't'"):
+        m.update_topic_config("t", {"retention.ms": "soon"})
+    assert t0.config is config and m.topic_overrides["t"]["retention.ms"] == str(10 * MINUTE)
+    # The overrides are the whole set, as Kafka's AlterConfigs: an empty set is the broker defaults again.
+    assert m.update_topic_config("t", {}) == m.broker.log_config()
+    assert t1.config == m.broker.log_config() and "t" not in m.topic_overrides
+    fill(t1, 1, ts=T0)
+
+
+def test_update_topic_config_attaches_and_detaches_the_key_index_and_the_cleaner(make: Factory) -> None:
+    m = make()
+    m.startup()
+    log = m.get_or_create_log("t", 0)
+    fill(log, 12)
+    assert log.key_index is None
+    m.update_topic_config("t", {"logmgr.key.index.enable": "true", "cleanup.policy": "compact"})
+    index = log.key_index
+    assert index is not None
+    m.key_indexer.drain()
+    assert index.progress == log.log_end_offset  # caught up from the log it was enabled on
+    m.update_topic_config("t", {})
+    assert log.key_index is None
+    # Compaction turned off: Kafka's abortCleaning leaves the log neither paused nor in progress.
+    assert m.cleaner.manager.state(log.topic_partition) is None
 
 
 def test_delete_log_renames_then_delete_logs_removes_after_the_delay(make: Factory, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ Arrow decoder against the scalar decoder (hypothesis, every codec, arbitrary byt
 from __future__ import annotations
 
 import json
+import random
 import struct
 from pathlib import Path
 
@@ -21,11 +22,12 @@ from hypothesis import strategies as st
 from logmgr.clock import ManualClock
 from logmgr.config import LogConfig
 from logmgr.errors import ConfigError
+from logmgr.key_index import LogKeyIndex
 from logmgr.log import Log
 from logmgr.log_loader import load_log
 from logmgr.spark.columnar import ColumnarDecoder
 from logmgr.spark.options import EARLIEST, LATEST, OffsetSpec, parse_options
-from logmgr.spark.scan import PushedBounds, SliceStats, plan_scan, read_slice
+from logmgr.spark.scan import PushedBounds, ScanPlan, SliceStats, plan_scan, read_slice
 from logmgr.spark.schema import OutputColumns, arrow_schema, spark_ddl
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError
@@ -210,6 +212,122 @@ def test_max_bytes_per_partition_cuts_segments_at_batch_boundaries(tmp_path: Pat
     for before, after in zip(plan.slices, plan.slices[1:], strict=False):
         assert before.end_position == after.start_position
     assert offsets_read(options) == list(range(300))
+
+
+# -- key pruning ---------------------------------------------------------------------------------------------
+
+KEYS = [b"user-%d" % i for i in range(12)]
+
+
+def build_keyed_log(directory: Path, *, indexed: bool, seed: int = 5, batches: int = 120) -> Log:
+    """Random keys from :data:`KEYS` (some null), 1-3 records a batch, small segments; batches ``n % 10`` in
+    (3, 4) are transactions of producer 9, aborted when ``n % 20 == 4`` else committed, their markers in the same
+    segments, so a read_committed read must see the abort markers of the batches it keeps. The key index is built
+    (caught up) when ``indexed``; the log is returned open."""
+    rng = random.Random(seed)
+    config = LogConfig.from_properties(
+        {"segment.bytes": "1500", "index.interval.bytes": "200", "logmgr.key.index.enable": str(indexed).lower()}
+    )
+    log = load_log(directory, config, clock=ManualClock(T0))
+    sequence = 0
+    for n in range(batches):
+        records = [
+            SimpleRecord(b"v%d" % n, rng.choice(KEYS) if rng.random() < 0.9 else None, T0 + n)
+            for _ in range(rng.randint(1, 3))
+        ]
+        if n % 10 in (3, 4):
+            log.append_records(records, producer_id=9, producer_epoch=0, base_sequence=sequence, is_transactional=True)
+            sequence += len(records)
+            if n % 10 == 4:
+                marker = ControlRecordType.ABORT if n % 20 == 4 else ControlRecordType.COMMIT
+                log.append_end_txn_marker(9, 0, marker, 0)
+        else:
+            log.append_records(records)
+    if indexed:
+        index = LogKeyIndex(log, lambda: None)
+        index.catch_up()
+        index.close()
+    log.flush()
+    return log
+
+
+@pytest.fixture(scope="module")
+def keyed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Topic ``keyed``: partition 0 with a caught-up key index, partition 1 (same records) without one."""
+    log_dir = tmp_path_factory.mktemp("keyed")
+    build_keyed_log(log_dir / "keyed-0", indexed=True).close()
+    build_keyed_log(log_dir / "keyed-1", indexed=False).close()
+    return log_dir
+
+
+def keyed_rows(options: dict[str, str], keys: frozenset[bytes], bounds: PushedBounds | None = None) -> list[tuple[int, int]]:
+    """``(partition, offset)`` of the rows with one of ``keys``, filtered after the read as Spark re-applies the
+    handed-back filter."""
+    parsed = parse_options(options)
+    found: list[tuple[int, int]] = []
+    for piece in plan_scan(parsed, bounds).slices:
+        for table in read_slice(piece, parsed.columns):
+            rows = zip(*(table.column(c).to_pylist() for c in ("partition", "offset", "key")), strict=True)
+            found.extend((p, o) for p, o, k in rows if k in keys)
+    return sorted(found)
+
+
+def plan_bytes(plan: ScanPlan, partition: int) -> int:
+    return sum(piece.size for piece in plan.slices if piece.partition == partition)
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+@pytest.mark.parametrize("keys", [(KEYS[0],), (KEYS[3], KEYS[7]), (b"absent",)])
+def test_pushed_keys_read_only_the_batches_the_key_index_names(
+    keyed_dir: Path, keys: tuple[bytes, ...], isolation: str
+) -> None:
+    options = {"path": str(keyed_dir), "isolationLevel": isolation}
+    wanted = frozenset(keys)
+    bounds = PushedBounds(keys=wanted)
+    full, pruned = plan_scan(parse_options(options)), plan_scan(parse_options(options), bounds)
+    rows = keyed_rows(options, wanted, bounds)
+    assert rows == keyed_rows(options, wanted)
+    assert rows or keys == (b"absent",)
+    # Partition 0's segments are all cut down to the batches holding the keys (and, read_committed, the abort
+    # markers); partition 1 has no key index and is read in full.
+    segments_0 = len(list((keyed_dir / "keyed-0").glob("*.log")))
+    assert segments_0 > 3 and pruned.segments_key_pruned == segments_0
+    assert plan_bytes(pruned, 0) < plan_bytes(full, 0) / 2
+    assert [p for p in pruned.slices if p.partition == 1] == [p for p in full.slices if p.partition == 1]
+    if keys == (b"absent",):
+        assert [p for p in pruned.slices if p.partition == 0] == []
+
+
+def test_pushed_keys_with_offset_bounds_and_small_slices_keep_the_rows(keyed_dir: Path) -> None:
+    options = {"path": str(keyed_dir), "startingOffsets": '{"keyed":{"0":37,"1":37}}',
+               "endingOffsets": '{"keyed":{"0":190,"1":190}}', "maxBytesPerPartition": "500"}
+    wanted = frozenset(KEYS[:2])
+    bounds = PushedBounds(keys=wanted, min_offset=41)
+    pruned = plan_scan(parse_options(options), bounds)
+    assert any(len(p.ranges) > 1 for p in pruned.slices)
+    assert all(p.size <= 500 for p in pruned.slices if p.partition == 0)
+    rows = keyed_rows(options, wanted, bounds)
+    assert rows == [r for r in keyed_rows(options, wanted) if r[1] >= 41]
+    assert {p for p, _ in rows} == {0, 1} and min(o for _, o in rows) >= 41 and max(o for _, o in rows) < 190
+
+
+def test_segments_whose_key_index_lags_the_log_are_read_in_full(tmp_path: Path) -> None:
+    log = build_keyed_log(tmp_path / "keyed-0", indexed=True)
+    log.close()
+    # Appended with the index off: the active segment's file no longer reaches the log end.
+    log = load_log(tmp_path / "keyed-0", LogConfig.from_properties({"segment.bytes": "1500"}), clock=ManualClock(T0))
+    log.append_records([SimpleRecord(b"late", KEYS[0], T0)])
+    late = log.log_end_offset - 1
+    log.flush()
+    log.close()
+    options = {"path": str(tmp_path)}
+    wanted = frozenset([KEYS[0]])
+    bounds = PushedBounds(keys=wanted)
+    full, pruned = plan_scan(parse_options(options)), plan_scan(parse_options(options), bounds)
+    assert pruned.segments_key_pruned == len(full.slices) - 1
+    assert pruned.slices[-1] == full.slices[-1]
+    rows = keyed_rows(options, wanted, bounds)
+    assert rows == keyed_rows(options, wanted) and rows[-1] == (0, late)
 
 
 def test_contradictory_bounds_plan_nothing(multi_segment_dir: Path) -> None:

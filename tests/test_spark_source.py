@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("pyspark", reason="pyspark not installed (pip install -e '.[spark]')")
 
 from pyspark.sql import functions as F
+from pyspark.sql.datasource import EqualTo, In
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -28,9 +29,11 @@ from pyspark.sql.types import (
 )
 
 from logmgr.log_dirs import readonly_segments
-from logmgr.spark.scan import find_partition_dirs
+from logmgr.spark.options import parse_options
+from logmgr.spark.scan import find_partition_dirs, plan_scan
+from logmgr.spark.source import bounds_from_filters
 from tests.conftest import CLIENTS_GENERATED, KAFKA_REAL, require_fixtures
-from tests.test_spark_scan import T0, build_log, corrupt_dir
+from tests.test_spark_scan import KEYS, T0, build_keyed_log, build_log, corrupt_dir
 
 # Spark's KafkaRecordToRowConverter schema, field for field (all nullable).
 SPARK_KAFKA_SCHEMA = StructType(
@@ -165,6 +168,42 @@ def test_filter_pushdown_prunes_partitions_and_segments(spark: Any, events_dir: 
     assert sorted((r.topic, r.partition, r.offset) for r in recent.collect()) == [
         ("events", p, o) for p in (0, 1) for o in range(190, 200)
     ]
+
+
+def test_key_filters_prune_by_the_key_index_and_keep_the_rows(spark: Any, tmp_path: Path) -> None:
+    # Partition 0 has a caught-up key index, partition 1 (same records) none: it is read in full.
+    build_keyed_log(tmp_path / "keyed-0", indexed=True).close()
+    build_keyed_log(tmp_path / "keyed-1", indexed=False).close()
+    options = {"maxBytesPerPartition": "300"}
+    everything = read(spark, tmp_path, **options)
+    all_rows = everything.collect()
+    all_slices = everything.rdd.getNumPartitions()
+    for condition, keys in [
+        (F.col("key") == F.lit(KEYS[0]), {KEYS[0]}),
+        (F.col("key").isin(KEYS[3], KEYS[7]), {KEYS[3], KEYS[7]}),
+        ((F.col("key") == F.lit(KEYS[5])) & (F.col("offset") >= 100), {KEYS[5]}),
+    ]:
+        query = everything.where(condition)
+        rows = sorted((r.partition, r.offset, r.value) for r in query.collect())
+        expected = sorted((r.partition, r.offset, r.value) for r in all_rows if r.key in keys)
+        if len(keys) == 1 and KEYS[5] in keys:
+            expected = [row for row in expected if row[1] >= 100]
+        # Spark re-applies the handed-back filter: no row of another key comes through the kept batches.
+        assert rows == expected and rows
+        assert query.rdd.getNumPartitions() < all_slices
+    # A key no record has: partition 0 plans no slice at all, partition 1 still every slice.
+    absent = everything.where(F.col("key") == F.lit(b"absent"))
+    assert absent.collect() == []
+    full_plan = plan_scan(parse_options({"path": str(tmp_path), **options}))
+    assert absent.rdd.getNumPartitions() == sum(p.partition == 1 for p in full_plan.slices)
+    # The plan Spark's filters give: fewer bytes read than the unpruned plan, partition 1's slices unchanged.
+    pruned_plan = plan_scan(
+        parse_options({"path": str(tmp_path), **options}),
+        bounds_from_filters([In(("key",), (KEYS[3], KEYS[7])), EqualTo(("partition",), 0)]),
+    )
+    assert sum(p.size for p in pruned_plan.slices) < sum(p.size for p in full_plan.slices if p.partition == 0) / 2
+    assert bounds_from_filters([EqualTo(("key",), b"a"), EqualTo(("key",), b"b")]).empty
+    assert bounds_from_filters([EqualTo(("key",), "text")]).keys is None
 
 
 def test_max_bytes_per_partition_splits_without_changing_rows(spark: Any, events_dir: Path) -> None:

@@ -3,8 +3,11 @@
 Planning (driver side, no Spark and no Arrow needed) turns :class:`ReadOptions` and the bounds of pushed filters
 into :class:`SegmentSlice` s: one per segment, or per byte range of a segment larger than
 ``maxBytesPerPartition`` cut at batch boundaries taken from the offset index. Pruning uses only file names
-(segment base offsets), the offset index, the time index and the ``.txnindex``; a segment outside the offset
-range is never opened, and a segment is opened for its time index only when a timestamp bound needs it.
+(segment base offsets), the offset index, the time index, the ``.txnindex`` and logmgr's ``.keyindex``; a segment
+outside the offset range is never opened, and a segment is opened for its time index only when a timestamp bound
+needs it. With pushed keys, a segment whose key index covers the range is cut down to the batches
+:func:`logmgr.key_index.query_segments` finds holding one of the keys (read on the driver, keys compared, so only
+batches with a matching record are kept); a segment without an up-to-date key index is sliced in full.
 
 Reading (executor side) walks the batches of a slice, verifies every CRC, applies Kafka's consumer rules
 (control batches never returned; under ``read_committed`` the batches of aborted transactions are dropped by the
@@ -32,12 +35,14 @@ from checkpoints import (
     read_producer_snapshot,
 )
 from logmgr.errors import ConfigError
+from logmgr.key_index import query_segments
 from logmgr.log_dirs import partition_dirs, segment_base_offsets
 from logmgr.spark.columnar import TARGET_BYTES, TARGET_ROWS, ColumnarDecoder
 from logmgr.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 from logmgr.spark.schema import OutputColumns
 from segments.compression import CompressionType
 from segments.errors import InvalidPartitionDirError, RecordTooLargeError, StorageFormatError
+from segments.key_index import KeyIndexReader, key_index_file
 from segments.log_segment import LogSegment
 from segments.naming import (
     SNAPSHOT_SUFFIX,
@@ -67,6 +72,7 @@ class PushedBounds:
     min_offset: int = 0
     max_offset: int = _NO_LIMIT  # exclusive
     min_timestamp: int | None = None  # records below it may be skipped batch by batch
+    keys: frozenset[bytes] | None = None  # batches without a record of these keys may be skipped
     empty: bool = False  # contradictory filters: nothing can match
 
     def admits(self, topic: str, partition: int) -> bool:
@@ -90,7 +96,8 @@ class AbortedRange:
 @dataclass(frozen=True)
 class SegmentSlice:
     """One unit of parallel work: batches of one segment starting in ``[start_position, end_position)``,
-    records with offsets in ``[start_offset, end_offset)``."""
+    records with offsets in ``[start_offset, end_offset)``. Non-empty ``ranges`` (ascending byte ranges within
+    those positions) restrict the read to the batches starting in them: the ones a key index selected."""
 
     topic: str
     partition: int
@@ -103,6 +110,12 @@ class SegmentSlice:
     min_timestamp: int | None = None
     read_committed: bool = False
     aborted: tuple[AbortedRange, ...] = ()
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def byte_ranges(self) -> tuple[tuple[int, int], ...]:
+        """The byte ranges of ``.log`` read. O(1)."""
+        return self.ranges or ((self.start_position, self.end_position),)
 
     @property
     def log_path(self) -> Path:
@@ -111,8 +124,8 @@ class SegmentSlice:
 
     @property
     def size(self) -> int:
-        """Bytes of ``.log`` this slice covers. O(1)."""
-        return self.end_position - self.start_position
+        """Bytes of ``.log`` this slice covers. O(len(ranges))."""
+        return sum(end - start for start, end in self.byte_ranges)
 
 
 @dataclass(frozen=True)
@@ -132,13 +145,14 @@ class PartitionRange:
 
 @dataclass
 class ScanPlan:
-    """The slices to read, the per-partition offset ranges they cover, and how many segments planning opened
-    (the proof that pruning did not touch the rest)."""
+    """The slices to read, the per-partition offset ranges they cover, how many segments planning opened (the
+    proof that pruning did not touch the rest) and how many of them a key index cut down."""
 
     slices: list[SegmentSlice] = field(default_factory=list)
     ranges: list[PartitionRange] = field(default_factory=list)
     segments_opened: int = 0
     segments_total: int = 0
+    segments_key_pruned: int = 0
 
 
 def find_partition_dirs(paths: tuple[str, ...]) -> list[tuple[TopicPartition, Path]]:
@@ -228,7 +242,7 @@ class _PartitionPlanner:
                 continue
             if not self._may_hold_timestamp(base, next_base == _NO_LIMIT):
                 continue
-            self._slice_segment(base, max(start, base), min(end, next_base), aborted)
+            self._slice_segment(base, next_base, max(start, base), min(end, next_base), aborted)
 
     # -- offsets ----------------------------------------------------------------------------------------------
 
@@ -392,7 +406,9 @@ class _PartitionPlanner:
 
     # -- slicing ----------------------------------------------------------------------------------------------
 
-    def _slice_segment(self, base: int, start: int, end: int, aborted: tuple[AbortedRange, ...]) -> None:
+    def _slice_segment(
+        self, base: int, next_base: int, start: int, end: int, aborted: tuple[AbortedRange, ...]
+    ) -> None:
         segment = self.segment(base)
         size = segment.size
         position = 0
@@ -406,14 +422,96 @@ class _PartitionPlanner:
             entry = segment.time_index.lookup(self.bounds.min_timestamp)
             if entry.offset > start:
                 position = max(position, segment.offset_index.lookup(entry.offset).position)
-        cuts = self._cut_points(segment, position, size)
         relevant = tuple(txn for txn in aborted if txn.last_offset >= start and txn.first_offset < end)
         template = SegmentSlice(
             self.tp.topic, self.tp.partition, str(self.directory), base, position, size, start, end,
             self.bounds.min_timestamp, self.options.read_committed, relevant,
         )
-        for begin, finish in itertools.pairwise(cuts):
+        keyed = self._key_ranges(segment, next_base, start, end, relevant)
+        if keyed is not None:
+            self.out.segments_key_pruned += 1
+            for group in self._group_ranges([r for r in keyed if r[0] >= position]):
+                self.out.slices.append(
+                    replace(template, start_position=group[0][0], end_position=group[-1][1], ranges=tuple(group))
+                )
+            return
+        for begin, finish in itertools.pairwise(self._cut_points(segment, position, size)):
             self.out.slices.append(replace(template, start_position=begin, end_position=finish))
+
+    def _key_ranges(
+        self, segment: LogSegment, next_base: int, start: int, end: int, aborted: tuple[AbortedRange, ...]
+    ) -> list[tuple[int, int]] | None:
+        """The byte ranges of the batches holding a record with a pushed key at an offset in ``[start, end)``,
+        plus, under read_committed, the batches of the abort markers of ``aborted`` begun before a kept record
+        (the reader must see them to end an aborted transaction); ``None`` when no key was pushed or the segment's key index does not cover
+        the range (the segment is then read in full). One range per batch, ascending. O(index chains + batches
+        read)."""
+        keys = self.bounds.keys
+        if keys is None:
+            return None
+        base = segment.base_offset
+        stop = self.log_end_offset() if next_base == _NO_LIMIT else next_base
+        try:
+            with KeyIndexReader(key_index_file(self.directory, base)) as reader:
+                header = reader.header
+        except (OSError, StorageFormatError):
+            return None
+        # Up to date: of this segment, from the range's first offset, up to the range's end or the segment's,
+        # and not ahead of the log (a file left by a crash or written before a truncation).
+        if header.base_offset != base or header.start_offset > start or not min(end, stop) <= header.next_offset <= stop:
+            return None
+        found: dict[int, tuple[int, int]] = {}  # last offset -> (position, size) of every batch read
+
+        def read(low: int, high: int, max_bytes: int) -> Iterator[RecordBatch]:
+            # Never past ``end``: query_segments reads only the batches the index names, nothing else is scanned.
+            located = segment.translate_offset(low) if low < min(high, end) else None
+            if located is None:
+                return
+            for item in segment.batches(located.position):
+                if item.batch.base_offset >= min(high, end):
+                    return
+                found[item.batch.last_offset] = (item.position, item.size_in_bytes)
+                yield item.batch
+
+        try:
+            offsets = sorted(
+                record.offset
+                for key in keys
+                for record in query_segments(
+                    self.directory, [(base, stop)], read, key, log_start=start, max_records=_NO_LIMIT
+                )
+                if record.offset < end
+            )
+        except StorageFormatError as err:
+            # A damaged candidate batch: the executors read the segment and apply failOnCorruption to it.
+            log.warning("key index pruning skipped for %s: %s", log_file(self.directory, base), err)
+            return None
+        last_offsets = sorted(found)
+        ranges = {found[last_offsets[bisect.bisect_left(last_offsets, offset)]] for offset in offsets}
+        for txn in aborted:
+            # Only a transaction begun by the last kept record can decide whether a kept record is aborted.
+            if base <= txn.last_offset < stop and offsets and txn.first_offset <= offsets[-1]:
+                marker = segment.translate_offset(txn.last_offset)
+                if marker is not None:
+                    ranges.add((marker.position, marker.size))
+        return [(position, position + length) for position, length in sorted(ranges)]
+
+    def _group_ranges(self, ranges: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+        """Batch ``ranges`` (ascending) in groups of at most ``maxBytesPerPartition`` bytes (or one batch), the
+        adjacent ones of a group coalesced. O(n)."""
+        groups: list[list[tuple[int, int]]] = []
+        total = 0
+        for start, end in ranges:
+            if not groups or total + end - start > self.options.max_bytes_per_partition:
+                groups.append([])
+                total = 0
+            group = groups[-1]
+            if group and group[-1][1] == start:
+                group[-1] = (group[-1][0], end)
+            else:
+                group.append((start, end))
+            total += end - start
+        return groups
 
     def _cut_points(self, segment: LogSegment, start: int, size: int) -> list[int]:
         """``start``, batch starts from the offset index about every ``maxBytesPerPartition`` bytes, ``size``."""
@@ -485,7 +583,7 @@ def read_slice(
 
     segment = LogSegment.open(piece.partition_dir, piece.base_offset, writable=False)
     try:
-        batches = segment.log.batches(piece.start_position, piece.end_position)
+        batches = itertools.chain.from_iterable(segment.log.batches(low, high) for low, high in piece.byte_ranges)
         while True:
             try:
                 found = next(batches)

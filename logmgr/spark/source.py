@@ -6,7 +6,8 @@ every input partition is one segment or one byte range of a large segment, decod
 batches (:mod:`logmgr.spark.columnar`).
 
 Filter pushdown: with ``spark.sql.python.filterPushdown.enabled=true``, filters on ``topic``, ``partition``,
-``offset`` and ``timestamp`` prune partitions, segments and batches; every filter is still handed back to Spark,
+``offset`` and ``timestamp`` prune partitions, segments and batches, and ``key = ...`` / ``key IN (...)`` prune
+the segments a key index covers down to the batches holding those keys; every filter is still handed back to Spark,
 which re-applies it to the rows, so pruning only ever needs to be conservative. Spark refuses a reader that
 implements ``pushFilters`` while that setting is off, and a data source cannot read the setting, so pushdown is
 chosen by the option ``filterPushdown`` (default ``false``); :func:`register` makes it default to the session's
@@ -165,8 +166,10 @@ def bounds_from_filters(filters: Iterable[Filter]) -> PushedBounds:
             bounds = _narrow_offsets(bounds, item)
         elif name == "timestamp":
             bounds = _narrow_timestamp(bounds, item)
-    if bounds.min_offset >= bounds.max_offset or (bounds.topics is not None and not bounds.topics) or (
-        bounds.partitions is not None and not bounds.partitions
+        elif name == "key":
+            bounds = _narrow_keys(bounds, item)
+    if bounds.min_offset >= bounds.max_offset or any(
+        values is not None and not values for values in (bounds.topics, bounds.partitions, bounds.keys)
     ):
         bounds = replace(bounds, empty=True)
     return bounds
@@ -190,6 +193,14 @@ def _narrow_topics(bounds: PushedBounds, item: Filter) -> PushedBounds:
     if values is None or not all(isinstance(v, str) for v in values):
         return bounds
     return replace(bounds, topics=_intersect(bounds.topics, values))
+
+
+def _narrow_keys(bounds: PushedBounds, item: Filter) -> PushedBounds:
+    values = _values(item)
+    # A null key matches no ``key = ...`` (SQL's three-valued logic); null-keyed records are not indexed anyway.
+    if values is None or not all(isinstance(v, bytes | bytearray | None) for v in values):
+        return bounds
+    return replace(bounds, keys=_intersect(bounds.keys, (bytes(v) for v in values if v is not None)))
 
 
 def _is_int(value: Any) -> bool:

@@ -11,7 +11,7 @@ each:
 A writer child opens the log dir with a :class:`~logmgr.log_manager.LogManager`, appends batches with mixed codecs
 (some from an idempotent producer, some of those retried to check duplicate detection, some in transactions that
 end with a COMMIT or ABORT marker chosen by :func:`aborts`), with the retention and checkpoint jobs running on
-short intervals, and after each
+short intervals and the key index on, and after each
 ``log.flush()`` appends ``FLUSHED <log end offset> <active segment base> <active segment size>`` to ``ack_path``
 (``O_APPEND`` + fsync): everything below that log end offset must survive the crash. Record contents derive from
 their offsets (:func:`records_for`), so the test recomputes what every offset must hold.
@@ -58,6 +58,9 @@ def broker_properties(log_dir: Path) -> dict[str, str]:
         "log.retention.bytes": str(1 << 30),
         "log.flush.offset.checkpoint.interval.ms": "150",
         "log.flush.start.offset.checkpoint.interval.ms": "150",
+        # The key index's dispatcher thread writes .keyindex files while the writer appends, so kills land inside
+        # its writes too; the test checks Log.query_by_key against a scan after every reopen.
+        "logmgr.key.index.enable": "true",
     }
 
 

@@ -15,6 +15,10 @@ LogManager reopens the dir and the test checks:
   still holds open; then a read_committed consumer (Kafka's fetcher algorithm over the aborted transactions the
   log returns, i.e. the ``.txnindex``) sees exactly the data records that the markers in the log leave
   committed, and every writer-written marker is the one :func:`aborts` chose;
+* the key index (on in the writer): ``Log.query_by_key`` for a sample of keys equals a scan of the log, for keys
+  of live records, of records below the log start and of offsets at or past the log end (cut by recovery or never
+  written), while the dispatcher catches up after the reopen, once it has caught up, and after the log start moved
+  and segments were deleted;
 * appends continue; after a clean shutdown ``verify_paths`` finds no problem (indexes, snapshots, checkpoints).
 
 Between cycles the test raises the log start offset and runs retention, so the log (and each cycle's check) stays
@@ -72,6 +76,8 @@ CYCLES = int(os.environ.get("LOGMGR_CRASH_CYCLES", "2000" if SOAK else "100"))
 SEED = int(os.environ.get("LOGMGR_CRASH_SEED", "20240611"))
 KEEP_RECORDS = 2_000
 """Records kept below the log end between cycles (the rest goes through DeleteRecords + retention)."""
+KEYS_SAMPLED = 8
+"""Offsets sampled per key-index check in each of three ranges: live, below the log start, past the log end."""
 TORN_TAIL_PROBABILITY = 0.35
 FETCH_BYTES = 256 * 1024
 
@@ -165,6 +171,7 @@ class Figures:
     transactions_aborted: int = 0
     aborted_after_crash: int = 0
     read_committed_records: int = 0
+    keys_queried: int = 0
 
     def __str__(self) -> str:
         return ", ".join(f"{f.name.replace('_', ' ')} {getattr(self, f.name)}" for f in fields(self))
@@ -354,7 +361,39 @@ def _check_producer_state(log: Log, last: LastIdempotent, figures: Figures) -> N
     figures.duplicates_detected += 1
 
 
-def _reopen_and_check(log_dir: Path, durable: Durable, expected_start: int, figures: Figures, *, clean: bool) -> tuple[int, Durable]:
+def _keys_by_scan(log: Log) -> dict[bytes, list[int]]:
+    """The offsets of every key in the log, by reading it all (the model the key index is checked against)."""
+    found: dict[bytes, list[int]] = {}
+    start = offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        for batch in log.read(offset, FETCH_BYTES, isolation=Isolation.LOG_END).batches():
+            if not batch.is_control:
+                for record in batch.records():
+                    if record.key is not None and record.offset >= max(start, offset):
+                        found.setdefault(record.key, []).append(record.offset)
+            offset = max(offset, batch.last_offset + 1)
+    return found
+
+
+def _check_key_index(log: Log, rng: random.Random, figures: Figures) -> None:
+    """``Log.query_by_key`` equals a scan for the keys of sampled offsets: live ones, ones below the log start
+    (deleted segments or DeleteRecords) and ones at or past the log end (cut by recovery or never written)."""
+    expected = _keys_by_scan(log)
+    start, end = log.log_start_offset, log.log_end_offset
+    ranges = [(start, end), (max(0, start - KEEP_RECORDS), start), (end, end + KEEP_RECORDS)]
+    offsets = [rng.randrange(low, high) for low, high in ranges if low < high for _ in range(KEYS_SAMPLED)]
+    for offset in offsets:
+        key = key_for(offset)
+        if key is None:
+            continue
+        got = [r.offset for r in log.query_by_key(key, max_records=KEEP_RECORDS)]
+        assert got == expected.get(key, []), f"query_by_key({key!r}) gave {got}, a scan {expected.get(key, [])}"
+        figures.keys_queried += 1
+
+
+def _reopen_and_check(
+    log_dir: Path, durable: Durable, expected_start: int, figures: Figures, keys_rng: random.Random, *, clean: bool
+) -> tuple[int, Durable]:
     """One reopen: recover, check, append, trim the log, shut down cleanly. Returns the new log start offset and
     what is durable after the clean shutdown."""
     manager = LogManager(BrokerConfig.from_properties(broker_properties(log_dir)))
@@ -376,6 +415,11 @@ def _reopen_and_check(log_dir: Path, durable: Durable, expected_start: int, figu
                 f"{log.recovery.actions}"
             )
         last_idempotent = _check_contents(log, durable.log_end_offset, figures)
+        # The dispatcher thread is catching up from what the files' headers said at the reopen: index and scan mix.
+        _check_key_index(log, keys_rng, figures)
+        manager.key_indexer.drain()
+        assert log.key_index is not None and log.key_index.progress == log.log_end_offset
+        _check_key_index(log, keys_rng, figures)
         if last_idempotent is not None:
             _check_producer_state(log, last_idempotent, figures)
         _check_transactions(log, figures)
@@ -389,6 +433,7 @@ def _reopen_and_check(log_dir: Path, durable: Durable, expected_start: int, figu
         manager.delete_logs()
         assert not manager.deleter.pending()
         log._check()
+        _check_key_index(log, keys_rng, figures)
         new_start = log.log_start_offset
     finally:
         manager.shutdown()
@@ -404,8 +449,9 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
     acks.mkdir()
     rng = random.Random(SEED)
     figures = Figures()
+    keys_rng = random.Random(SEED + 1)  # its own stream: the kill schedule stays what SEED gave before
     started = time.monotonic()
-    expected_start, durable = _reopen_and_check(log_dir, Durable(0, 0, 0), 0, figures, clean=True)
+    expected_start, durable = _reopen_and_check(log_dir, Durable(0, 0, 0), 0, figures, keys_rng, clean=True)
     partition_dir = log_dir / f"{TOPIC}-{PARTITION}"
     with open(tmp_path / "writer.stderr", "w+") as stderr, ForkServer(stderr) as server:
         for cycle in range(CYCLES):
@@ -424,7 +470,9 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) ->
             if not clean and rng.random() < TORN_TAIL_PROBABILITY:
                 figures.torn_tails += _tear_tail(partition_dir, durable, rng)
             try:
-                expected_start, durable = _reopen_and_check(log_dir, durable, expected_start, figures, clean=clean)
+                expected_start, durable = _reopen_and_check(
+                    log_dir, durable, expected_start, figures, keys_rng, clean=clean
+                )
             except AssertionError as err:
                 raise AssertionError(f"cycle {cycle} (seed {SEED}): {err}\nfigures: {figures}") from err
             figures.cycles += 1
