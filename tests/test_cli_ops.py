@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -32,6 +33,7 @@ from cli.recover_cmd import recover
 from cli.serve_cmd import serve
 from logmgr.log_manager import LogManager
 from logmgr.verify import verify_paths
+from tests import test_disk_tiers
 from tests.conftest import KAFKA_REAL, require_fixtures
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,6 +43,7 @@ CONNECT = "docker-connect-configs-0"
 OFFSETS_37 = "__consumer_offsets-37"
 FIRST = "00000000000000000000"
 TIMEOUT_S = 60
+small_fs = test_disk_tiers.small_fs  # a fresh 4 MiB tmpfs (root only), here remounted read-only
 
 
 def _copy(source: Path, tmp_path: Path) -> Path:
@@ -431,6 +434,53 @@ def test_locked_dir_exits_3_and_changes_nothing(
 def test_locked_dir_still_allows_dry_runs(locked_dir: Path) -> None:
     assert CliRunner().invoke(cleanup, [str(locked_dir), "--dry-run"]).exit_code == 0
     assert CliRunner().invoke(recover, [str(locked_dir), "--dry-run"]).exit_code == 0
+
+
+# -- a read-only file system ---------------------------------------------------------------------------------------
+
+
+def test_every_plan_is_made_on_a_read_only_file_system(
+    small_fs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning reads only: every writing command's dry run works on a log dir whose file system is mounted
+    read-only (root ignores file modes, a read-only mount it cannot), and leaves no temporary file behind."""
+    logdir = _copy(KRAFT_37, small_fs)
+    # No marker: the broker would recover (epochs truncated at the log ends), so the recovery plans are not empty.
+    CleanShutdownMarker.remove(logdir)
+    remounted = subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], capture_output=True, text=True)
+    if remounted.returncode != 0:
+        pytest.skip(f"cannot remount the tmpfs read-only here: {remounted.stderr.strip()}")
+    with pytest.raises(OSError):
+        (logdir / ".lock").touch()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    before = _tree_hash(logdir)
+    schemas = "_schemas:cleanup.policy=delete"  # the metadata says compact: a retention topic to plan deletions in
+    for args in (
+        ["cleanup", "--dry-run", "--json", "--retention-ms", "1", "--topic-config", schemas],
+        ["cleanup", "--dry-run", "--json", "--recover-first", "--retention-ms", "1", "--topic-config", schemas],
+        ["recover", "--dry-run", "--json"],
+        ["recover", "--dry-run", "--json", "--full"],
+        ["compact", "--dry-run", "--json"],
+        ["flush", "--dry-run", "--json"],
+        ["configs", "--json"],
+    ):
+        result = CliRunner().invoke(main, [args[0], str(logdir), *args[1:]])
+        assert result.exit_code == 0, (args, result.output)
+        plan = json.loads(result.output)
+        if args[0] in ("cleanup", "recover"):
+            assert plan["dryRun"] is True and plan["counts"], (args, plan)
+    partition = logdir / "_schemas-0"
+    checkpoint = logdir / RECOVERY_POINT_CHECKPOINT_FILE
+    for args in (
+        ["reindex", "--dry-run", str(partition)],
+        ["checkpoints", "set", "--dry-run", str(checkpoint), "_schemas-0", "1"],
+    ):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0 and "nothing was changed" in result.output, (args, result.output)
+    assert _tree_hash(logdir) == before
+    assert list(scratch.iterdir()) == [], "planning copies nothing"
 
 
 # -- serve ---------------------------------------------------------------------------------------------------------
