@@ -293,6 +293,46 @@ def test_append_to_a_real_dir_keeps_the_clean_shutdown_marker(tmp_path: Path) ->
     assert values == ["hi", "hi", "i", "x"]
 
 
+def test_bug_append_cut_a_garbage_tail_as_a_silent_side_effect(tmp_path: Path) -> None:
+    """Was: after an unclean shutdown, append loaded the log with a broker's recovery, which truncated the invalid
+    bytes at the end of a .log, and printed only "appended 1 record(s)". Now refused, nothing written."""
+    logs = _real_copy(tmp_path, "kraft-3.7-clean-transactions")
+    (logs / ".kafka_cleanshutdown").unlink()
+    log = logs / "_schemas-0" / "00000000000000000000.log"
+    size = log.stat().st_size
+    with open(log, "ab") as out:
+        out.write(b"garbage" * 2)
+    before = _tree_hash(logs)
+    result = _invoke(append, [str(logs), "_schemas-0"], '{"key": "k", "value": "v"}\n')
+    assert result.exit_code == 1, result.output
+    assert result.stderr.count("\n") == 1 and f"{log}: position {size}" in result.stderr
+    assert "logmgr recover" in result.stderr
+    assert _tree_hash(logs) == before
+
+
+def test_append_applies_the_topic_config_from_the_metadata_and_flags(tmp_path: Path) -> None:
+    logs = _real_copy(tmp_path, "kraft-3.7-clean-transactions")
+    marker = (logs / ".kafka_cleanshutdown").read_bytes()
+    log = logs / "docker-connect-configs-0" / "00000000000000000000.log"
+    data = log.read_bytes()
+    # __cluster_metadata says docker-connect-configs is compacted: Kafka refuses a record without a key there.
+    keyless = _invoke(append, [str(logs), "docker-connect-configs-0"], '{"value": "v"}\n')
+    assert keyless.exit_code == 1 and "without key" in keyless.stderr, keyless.output
+    # Nothing appended, and the dir is still marked clean (the marker is removed while an append runs).
+    assert log.read_bytes() == data and (logs / ".kafka_cleanshutdown").read_bytes() == marker
+    flag = "docker-connect-configs:cleanup.policy=delete"
+    accepted = _invoke(append, [str(logs), "docker-connect-configs-0", "--topic-config", flag], '{"value": "v"}\n')
+    assert accepted.exit_code == 0, accepted.output
+    stamped = _invoke(
+        append,
+        [str(logs), "patient_admissions-0", "--topic-config", "patient_admissions:message.timestamp.type=LogAppendTime"],
+        '{"value": "v", "timestamp": 1}\n',
+    )
+    assert stamped.exit_code == 0, stamped.output
+    (record,) = _lines(_invoke(read, [str(logs), "patient_admissions-0"]))
+    assert record["timestampType"] == "LogAppendTime" and record["timestamp"] != 1
+
+
 def _transactional_partition(tmp_path: Path) -> Path:
     """Offsets: 0 txn pid 1 (aborted), 1 plain, 2 ABORT marker pid 1, 3 txn pid 2, 4 COMMIT pid 2, 5 plain,
     6 txn pid 3 (left open), 7 plain."""
