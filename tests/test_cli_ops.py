@@ -219,6 +219,19 @@ def test_cleanup_warns_about_topics_of_unknown_config_it_would_delete(tmp_path: 
     assert "nikhilDemo" not in named.stderr and "would delete 0 segment(s)" in named.output
 
 
+def _damage_input(logdir: Path, damage: str) -> None:
+    """One bad input of the issue's list: a random-bytes .index, a garbage segment, a malformed checkpoint."""
+    partition = logdir / "patient_admissions-0"
+    if damage == "random-index":
+        (partition / f"{FIRST}.index").write_bytes(os.urandom(4096))
+    elif damage == "garbage-segment":
+        for name in (f"{FIRST}.index", f"{FIRST}.timeindex"):
+            (partition / name).write_bytes(b"")
+        (partition / f"{FIRST}.log").write_bytes(b"\xfe" * 5000)
+    else:
+        (logdir / "log-start-offset-checkpoint").write_text("0\n1\nnot a valid line\n")
+
+
 @pytest.mark.parametrize(
     "damage, where",
     [
@@ -232,15 +245,7 @@ def test_bug_cleanup_on_damaged_input_fails_planning_and_writes_nothing(tmp_path
     leader-epoch checkpoints and write the clean-shutdown marker, then die with an AssertionError traceback; a
     garbage segment was truncated from 5,000 bytes to 0 with only 'deleted 0 segment(s)' printed."""
     logdir = _copy(KRAFT_37, tmp_path)
-    partition = logdir / "patient_admissions-0"
-    if damage == "random-index":
-        (partition / f"{FIRST}.index").write_bytes(os.urandom(4096))
-    elif damage == "garbage-segment":
-        for name in (f"{FIRST}.index", f"{FIRST}.timeindex"):
-            (partition / name).write_bytes(b"")
-        (partition / f"{FIRST}.log").write_bytes(b"\xfe" * 5000)
-    else:
-        (logdir / "log-start-offset-checkpoint").write_text("0\n1\nnot a valid line\n")
+    _damage_input(logdir, damage)
     before = _tree_hash(logdir)
     for args in ([], ["--dry-run"], ["--json"]):
         result = CliRunner().invoke(cleanup, [str(logdir), *args, "--retention-ms", "1"])
@@ -275,6 +280,34 @@ def test_bug_cleanup_on_damaged_input_fails_planning_and_writes_nothing(tmp_path
         len(p["actions"]) for p in plan["partitions"]
     ) + len(plan["dirActions"]) + len(plan["previous"]["dirActions"])
     assert CliRunner().invoke(cleanup, [str(logdir), "--dry-run"]).exit_code == 0, "nothing left to recover"
+
+
+@pytest.mark.parametrize("command", ["flush", "compact", "append"])
+@pytest.mark.parametrize(
+    "damage, where",
+    [
+        ("random-index", "00000000000000000000.index: position 0"),
+        ("garbage-segment", "00000000000000000000.log: position 0"),
+        ("malformed-checkpoint", "log-start-offset-checkpoint: line 3"),
+    ],
+)
+def test_the_other_writing_commands_refuse_damaged_input_writing_nothing(
+    tmp_path: Path, command: str, damage: str, where: str
+) -> None:
+    """What cleanup refuses (test above), flush, compact and append refuse too: planning fails with one line
+    naming the file and position or line, exit 1, not one byte changed (no recovery as a side effect)."""
+    logdir = _copy(KRAFT_37, tmp_path)
+    _damage_input(logdir, damage)
+    before = _tree_hash(logdir)
+    args = {
+        "flush": ["flush", str(logdir)],
+        "compact": ["compact", str(logdir), "--topic-config", "patient_admissions:cleanup.policy=compact"],
+        "append": ["append", str(logdir), "patient_admissions-0"],
+    }[command]
+    result = CliRunner().invoke(main, args, input='{"key": "k", "value": "v"}\n')
+    assert result.exit_code == 1, result.output
+    assert where in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert _tree_hash(logdir) == before
 
 
 @pytest.mark.parametrize("content", ["empty", "unrelated"])
