@@ -508,6 +508,7 @@ def test_every_plan_is_made_on_a_read_only_file_system(
     checkpoint = logdir / RECOVERY_POINT_CHECKPOINT_FILE
     for args in (
         ["reindex", "--dry-run", str(partition)],
+        ["reindex", "--dry-run", "--key-index", str(partition)],
         ["checkpoints", "set", "--dry-run", str(checkpoint), "_schemas-0", "1"],
     ):
         result = CliRunner().invoke(main, args)
