@@ -1,9 +1,8 @@
 """Plan, then apply: the one way an offline command changes a log dir.
 
 A command that writes (``cleanup``, ``recover``, ``compact``, ``reindex`` in place with or without ``--key-index``,
-``flush``, ``checkpoints set``) first builds a
-:class:`LogDirPlan` by reading only: every file it will create, truncate, rebuild, rename or delete and every
-checkpoint entry it will change, each with the reason and the bytes involved. ``--dry-run`` prints the plan;
+``flush``, ``checkpoints set``) first builds a :class:`LogDirPlan` by reading only: every file it will create,
+truncate, rebuild, rename or delete and every checkpoint entry it will change, each with the reason and the bytes involved. ``--dry-run`` prints the plan;
 the real run hands the same object to :func:`apply_plan`, which executes exactly its actions in order and reports
 each one as it completes. Nothing else is written (the dir's ``.lock``, taken around the run, is the only file the
 command itself may create).
