@@ -143,7 +143,10 @@ def append(
     comes from the dir's KRaft metadata, --config and --topic-config/--topic-configs, as for `logmgr cleanup`.
     Takes the dir's .lock (exit 3 when held) and fsyncs the data and the recovery point before exiting 0. A
     partition holding invalid bytes a broker's recovery would truncate, or a corrupt index or checkpoint, is
-    refused with nothing written (run `logmgr recover` first). Prints the first and last offsets.
+    refused with nothing written (run `logmgr recover` first). Nothing is changed but what the append writes:
+    the older producer snapshots a broker's loader deletes stay for the broker's next load. Prints the first and
+    last offsets, the files of the partition dir the append created (segments rolled, producer snapshots) and
+    any leftover the load removed as a broker's would (a .deleted or .tmp file, an index without its .log).
 
     \b
     Example:
@@ -168,17 +171,29 @@ def append(
         if created and not create:
             # Removed since the check above, by whoever held the lock.
             raise missing
+        files_before = set() if created else {p.name for p in partition_dir.iterdir()}
         codec = CompressionType.from_name(compression)
         first, last = _append_locked(
             log_dir, tp, partition_dir, records, codec, batch_records, config=config, created=created
         )
+        files_after = {p.name for p in partition_dir.iterdir()}
+    new_files = sorted(files_after - files_before)
+    # What loading still removes as a broker's loader would (leftover .deleted/.cleaned/.tmp files, an index without
+    # its .log, a snapshot past the log end): never silently.
+    removed_files = sorted(files_before - files_after)
     if as_json:
         click.echo(json.dumps({"topic": tp.topic, "partition": tp.partition, "records": len(records),
-                               "firstOffset": first, "lastOffset": last}))
-    elif records:
+                               "firstOffset": first, "lastOffset": last, "created": new_files,
+                               "removed": removed_files}))
+        return
+    if records:
         click.echo(f"{tp}: appended {len(records)} record(s) at offsets {first}..{last}")
     else:
         click.echo(f"{tp}: nothing to append")
+    if new_files:
+        click.echo(f"{partition_dir}: created {', '.join(new_files)}")
+    if removed_files:
+        click.echo(f"{partition_dir}: removed {', '.join(removed_files)}")
 
 
 def _append_locked(
@@ -207,6 +222,8 @@ def _append_locked(
         recovery_point=recovery_points.get(tp, 0),
         log_start_offset=starts.get(tp, 0),
         had_clean_shutdown=marker is not None,
+        # An offline append changes nothing but what it writes (the broker's next load prunes them).
+        remove_stray_snapshots=False,
     )
     first: int | None = None
     last: int | None = None
