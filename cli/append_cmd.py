@@ -19,9 +19,11 @@ from checkpoints import (
     OffsetCheckpointFile,
 )
 from cli.common import Failure, one_line_errors, refuse_links, topic_partition_argument
+from cli.config_options import ConfigOptions, build_resolver, topic_config_options
 from logmgr.config import LogConfig
 from logmgr.dir_lock import LogDirLock
 from logmgr.log_loader import load_log
+from logmgr.offline.scan import scan_log_dir
 from segments.compression import CompressionType
 from segments.naming import TopicPartition
 from segments.records import NO_TIMESTAMP, Header, SimpleRecord
@@ -121,6 +123,7 @@ def _chunks(records: Iterator[SimpleRecord], size: int) -> Iterator[list[SimpleR
 )
 @click.option("--batch-records", type=click.IntRange(min=1), default=1000, show_default=True, help="Records per batch.")
 @click.option("--create", is_flag=True, help="Create the partition dir (with partition.metadata) if missing.")
+@topic_config_options
 @click.option("--json", "as_json", is_flag=True, help="Print the offsets as one JSON object.")
 @one_line_errors
 def append(
@@ -130,13 +133,20 @@ def append(
     compression: str,
     batch_records: int,
     create: bool,
+    config_options: ConfigOptions,
     as_json: bool,
 ) -> None:
     """Append records to a partition of a log dir that no broker is using. Input is one JSON object per line:
     {"key": str|null, "value": str|null, "headers": [[str, str|null], ...], "timestamp": ms}, all optional
     (key_b64 / value_b64 / headers_b64 carry binary as base64; a missing timestamp is the current time).
-    Takes the dir's .lock (exit 3 when held), recovers the log as a broker would if it was not shut down
-    cleanly, and fsyncs the data and the recovery point before exiting 0. Prints the first and last offsets.
+    The topic's config (segment.bytes, segment.ms, message.timestamp.type, max.message.bytes, cleanup.policy...)
+    comes from the dir's KRaft metadata, --config and --topic-config/--topic-configs, as for `logmgr cleanup`.
+    Takes the dir's .lock (exit 3 when held) and fsyncs the data and the recovery point before exiting 0. A
+    partition holding invalid bytes a broker's recovery would truncate, or a corrupt index or checkpoint, is
+    refused with nothing written (run `logmgr recover` first). Nothing is changed but what the append writes:
+    the older producer snapshots a broker's loader deletes stay for the broker's next load. Prints the first and
+    last offsets, the files of the partition dir the append created (segments rolled, producer snapshots) and
+    any leftover the load removed as a broker's would (a .deleted or .tmp file, an index without its .log).
 
     \b
     Example:
@@ -150,20 +160,40 @@ def append(
         raise missing
     records = list(read_records(source, "stdin" if source is sys.stdin else source.name))
     refuse_links(log_dir, [partition_dir])
+    config = build_resolver([log_dir], config_options).resolve(tp.topic).config
+    if partition_dir.is_dir():
+        # Loading would run a broker's recovery, which cuts invalid bytes: never as a silent side effect.
+        (partition,) = scan_log_dir(log_dir, only={tp}).partitions
+        if partition.needs_recovery:
+            raise Failure(f"{partition.needs_recovery[0]}: run `logmgr recover` first; nothing was written")
     with LogDirLock(log_dir):
         created = not partition_dir.is_dir()
         if created and not create:
             # Removed since the check above, by whoever held the lock.
             raise missing
+        files_before = set() if created else {p.name for p in partition_dir.iterdir()}
         codec = CompressionType.from_name(compression)
-        first, last = _append_locked(log_dir, tp, partition_dir, records, codec, batch_records, created=created)
+        first, last = _append_locked(
+            log_dir, tp, partition_dir, records, codec, batch_records, config=config, created=created
+        )
+        files_after = {p.name for p in partition_dir.iterdir()}
+    new_files = sorted(files_after - files_before)
+    # What loading still removes as a broker's loader would (leftover .deleted/.cleaned/.tmp files, an index without
+    # its .log, a snapshot past the log end): never silently.
+    removed_files = sorted(files_before - files_after)
     if as_json:
         click.echo(json.dumps({"topic": tp.topic, "partition": tp.partition, "records": len(records),
-                               "firstOffset": first, "lastOffset": last}))
-    elif records:
+                               "firstOffset": first, "lastOffset": last, "created": new_files,
+                               "removed": removed_files}))
+        return
+    if records:
         click.echo(f"{tp}: appended {len(records)} record(s) at offsets {first}..{last}")
     else:
         click.echo(f"{tp}: nothing to append")
+    if new_files:
+        click.echo(f"{partition_dir}: created {', '.join(new_files)}")
+    if removed_files:
+        click.echo(f"{partition_dir}: removed {', '.join(removed_files)}")
 
 
 def _append_locked(
@@ -174,6 +204,7 @@ def _append_locked(
     compression: CompressionType,
     batch_records: int,
     *,
+    config: LogConfig,
     created: bool,
 ) -> tuple[int | None, int | None]:
     """Load, append, flush, close and checkpoint, with the dir locked by the caller. Only a partition dir created
@@ -187,10 +218,12 @@ def _append_locked(
         CleanShutdownMarker.remove(log_dir)
     log = load_log(
         partition_dir,
-        LogConfig(),
+        config,
         recovery_point=recovery_points.get(tp, 0),
         log_start_offset=starts.get(tp, 0),
         had_clean_shutdown=marker is not None,
+        # An offline append changes nothing but what it writes (the broker's next load prunes them).
+        remove_stray_snapshots=False,
     )
     first: int | None = None
     last: int | None = None
@@ -203,8 +236,13 @@ def _append_locked(
             last = appended.last_offset
         log.flush()
         recovery_points[tp] = log.recovery_point
-    finally:
+    except BaseException:
         log.close()
+        if first is None and marker is not None:
+            # Nothing was appended (a record the topic's config refuses): the dir stays as clean as it was found.
+            marker.write(log_dir)
+        raise
+    log.close()
     recovery_file.write(recovery_points)
     if marker is not None:
         marker.write(log_dir)

@@ -42,9 +42,10 @@ def compact(
     transactional data; never the active segment nor anything at or above the last stable offset.
 
     Topic configs come from the dir's KRaft metadata (__cluster_metadata), --config (server.properties, for the
-    log.cleaner.* settings too), and --topic-config/--topic-configs. The plan is made by reading only (the pass is
-    simulated in a temporary dir): per log, the segments cleaned and how they are grouped, the bytes reclaimed,
-    the records removed and the dirty ratio. --dry-run prints it; the real run takes the dir's .lock (exit 3 when a
+    log.cleaner.* settings too), and --topic-config/--topic-configs. The plan is made by reading only (the pass
+    runs with its output counted, not written, not even to a temporary dir): per log, the segments cleaned and
+    how they are grouped, the bytes of each group, the bytes reclaimed, the batches and records kept and removed
+    and the dirty ratio; the real run checks it does exactly that. --dry-run prints it; the real run takes the dir's .lock (exit 3 when a
     broker holds it) and writes each group as .cleaned, renamed .swap, then replaces the originals (crash-safe:
     the loader completes or undoes an interrupted swap), and updates cleaner-offset-checkpoint. Both the
     simulation and the real run are throttled to log.cleaner.io.max.bytes.per.second of --config (bytes read

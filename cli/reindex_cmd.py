@@ -1,6 +1,7 @@
 """``logmgr reindex``: rebuild a partition's indexes from its ``.log`` files. In place it is a plan (one index
-rebuild per segment, ``--dry-run`` prints it) applied under the log dir's lock, reporting per file what changed;
-``--out`` reads the source only and writes only into the out dir."""
+rebuild per segment, with ``--key-index`` one key index (re)build per segment and the deletion of orphan key
+indexes; ``--dry-run`` prints it) applied under the log dir's lock, reporting per file what changed; ``--out``
+reads the source only and writes only into the out dir."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ import click
 from cli.common import Failure, ProgressBar, one_line_errors, refuse_links
 from cli.plan_output import echo_plan
 from logmgr.dir_lock import LogDirLock
-from logmgr.offline.plan import Action, RebuildIndexes, apply_plan
-from logmgr.reindex import ReindexReport, find_logs, plan_reindex, rebuild_key_index
+from logmgr.offline.plan import Action, DeleteFiles, RebuildIndexes, RebuildKeyIndex, apply_plan
+from logmgr.reindex import ReindexReport, find_logs, plan_reindex
 from logmgr.reindex import reindex as reindex_paths
+from segments.key_index import HEADER_SIZE, KEY_INDEX_SUFFIX, KeyIndexHeader
 from segments.naming import filename_prefix_from_offset
 
 _ENTRY_SIZES = {".index": 8, ".timeindex": 12, ".txnindex": 34}
+_REPORTED = (*_ENTRY_SIZES, KEY_INDEX_SUFFIX)
 
 
 @click.command()
@@ -40,7 +43,8 @@ _ENTRY_SIZES = {".index": 8, ".timeindex": 12, ".txnindex": 34}
 @click.option(
     "--key-index",
     is_flag=True,
-    help="Also rebuild the key index (.keyindex, one per segment) of a partition dir, in place.",
+    help="In place: also (re)build the key index (.keyindex) of each segment, saying per file why (none yet, "
+    "partial, stale, unreadable, up to date), and delete the key indexes of segments no longer in the log.",
 )
 @one_line_errors
 def reindex(
@@ -48,17 +52,18 @@ def reindex(
 ) -> None:
     """Rebuild .index, .timeindex and .txnindex files from the .log files of a partition dir (or one .log file),
     trimmed as Kafka leaves them after a clean shutdown. In place (each segment atomically, under the log dir's
-    .lock: exit 3 while a broker holds it) unless --out is given. The .log files are never changed; exits 1 if a
-    .log has invalid bytes (indexes then cover its valid prefix).
+    .lock: exit 3 while a broker holds it) unless --out is given: a plan, printed by --dry-run, then executed
+    exactly, reporting per file what changed. The .log files are never changed; exits 1 if a .log has invalid
+    bytes (indexes then cover its valid prefix).
 
     \b
     Examples:
         logmgr reindex /var/lib/kafka/data/orders-0 --dry-run
         logmgr reindex /var/lib/kafka/data/orders-0 --out /tmp/orders-0-indexes
-        logmgr reindex /var/lib/kafka/data/orders-0 --key-index
+        logmgr reindex /var/lib/kafka/data/orders-0 --key-index --dry-run
     """
-    if key_index and (out is not None or dry_run or as_json or not target.is_dir()):
-        raise click.UsageError("--key-index rebuilds a partition dir in place: no --out, --dry-run or --json")
+    if key_index and out is not None:
+        raise click.UsageError("--key-index rebuilds key indexes in place: no --out")
     if out is not None:
         if dry_run:
             raise click.UsageError(
@@ -73,8 +78,14 @@ def reindex(
     if partition_dir.is_symlink():
         # The lock taken would be the link's dir's, not the one of the dir written into.
         raise Failure(f"{partition_dir} is a symbolic link: reindex the directory it points to")
-    plan = plan_reindex(target, index_interval_bytes=index_interval_bytes)
-    summary = f"{len(plan.partitions[0].actions)} segment(s) to reindex"
+    plan = plan_reindex(target, index_interval_bytes=index_interval_bytes, key_index=key_index)
+    counts = plan.counts()
+    summary = f"{counts.get(RebuildIndexes.kind, 0)} segment(s) to reindex"
+    if key_index:
+        summary += (
+            f", {counts.get(RebuildKeyIndex.kind, 0)} key index(es) to (re)build, "
+            f"{counts.get(DeleteFiles.kind, 0)} orphan key index(es) to delete"
+        )
     if dry_run:
         echo_plan(plan, as_json=as_json, dry_run=True, summary=f"dry run: {summary}; nothing was changed")
     else:
@@ -82,21 +93,17 @@ def reindex(
         if not as_json:
             echo_plan(plan, as_json=False, dry_run=False, summary=f"plan: {summary}")
         with LogDirLock(partition_dir.parent):
-            before = {p.name: p.read_bytes() for p in partition_dir.iterdir() if p.suffix in _ENTRY_SIZES}
+            before = {p.name: p.read_bytes() for p in partition_dir.iterdir() if p.suffix in _REPORTED}
             changes: list[dict[str, Any]] = []
 
             def done(action: Action) -> None:
-                if isinstance(action, RebuildIndexes):
-                    found = _changes(partition_dir, action.base_offset, before)
-                    changes.extend(found)
-                    if not as_json:
-                        for change in found:
-                            click.echo(_describe(change))
+                found = _changes(partition_dir, _files_of(action), before)
+                changes.extend(found)
+                if not as_json:
+                    for change in found:
+                        click.echo(_describe(change))
 
             applied = apply_plan(plan, on_action=done).done
-            if key_index:
-                entries = rebuild_key_index(partition_dir)
-                click.echo(f"key index: {len(entries)} segment(s), {sum(entries.values())} entries")
         if as_json:
             result = {
                 "dryRun": False,
@@ -109,11 +116,27 @@ def reindex(
         sys.exit(1)
 
 
-def _changes(partition_dir: Path, base: int, before: dict[str, bytes]) -> list[dict[str, Any]]:
-    """Per index file of the segment: bytes before and after, entries after, whether it changed. O(files)."""
+def _files_of(action: Action) -> list[str]:
+    """The names of the index files ``action`` may have changed. O(1)."""
+    if isinstance(action, RebuildIndexes):
+        return [filename_prefix_from_offset(action.base_offset) + suffix for suffix in _ENTRY_SIZES]
+    if isinstance(action, RebuildKeyIndex):
+        return [filename_prefix_from_offset(action.base_offset) + KEY_INDEX_SUFFIX]
+    if isinstance(action, DeleteFiles):
+        return [name for name, _ in action.files]
+    return []
+
+
+def _entries(name: str, content: bytes) -> int:
+    if name.endswith(KEY_INDEX_SUFFIX):
+        return KeyIndexHeader.unpack(content[:HEADER_SIZE]).entry_count
+    return len(content) // _ENTRY_SIZES[Path(name).suffix]
+
+
+def _changes(partition_dir: Path, names: list[str], before: dict[str, bytes]) -> list[dict[str, Any]]:
+    """Per file: bytes before and after, entries after, whether it changed. O(files)."""
     changes = []
-    for suffix, entry_size in _ENTRY_SIZES.items():
-        name = filename_prefix_from_offset(base) + suffix
+    for name in names:
         path = partition_dir / name
         old = before.get(name)
         new = path.read_bytes() if path.exists() else None
@@ -124,7 +147,7 @@ def _changes(partition_dir: Path, base: int, before: dict[str, bytes]) -> list[d
                 "file": str(path),
                 "bytesBefore": None if old is None else len(old),
                 "bytesAfter": None if new is None else len(new),
-                "entriesAfter": None if new is None else len(new) // entry_size,
+                "entriesAfter": None if new is None else _entries(name, new),
                 "changed": old != new,
             }
         )
@@ -136,7 +159,8 @@ def _describe(change: dict[str, Any]) -> str:
     if not change["changed"]:
         return f"{change['file']}: unchanged ({after} B, {entries} entries)"
     if after is None:
-        return f"{change['file']}: removed ({before} B; no aborted transaction in the segment)"
+        why = "; no aborted transaction in the segment" if change["file"].endswith(".txnindex") else ""
+        return f"{change['file']}: removed ({before} B{why})"
     was = "absent" if before is None else f"{before} B"
     return f"{change['file']}: {was} -> {after} B ({entries} entries)"
 

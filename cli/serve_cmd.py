@@ -19,6 +19,7 @@ import click
 from cli.common import Failure, one_line_errors, refuse_links
 from cli.config_options import ConfigOptions, build_resolver, topic_config_options
 from logmgr.log_manager import CleanupReport, LogManager
+from logmgr.offline.cleanup import unknown_config_warning
 from logmgr.scheduler import ApsScheduler
 from logmgr.segment_deleter import DeletionRun
 
@@ -214,7 +215,8 @@ def serve(logdirs: tuple[Path, ...], config_options: ConfigOptions, status_port:
     .lock (exit 3 when a broker holds one). A missing LOGDIR is refused (exit 1) unless --create is given, so a
     typo never starts an empty broker dir. Topic configs come from the dirs' KRaft metadata, --config
     (server.properties: also job intervals, retention and flush settings; log.dirs is ignored) and
-    --topic-config/--topic-configs (see `logmgr configs`).
+    --topic-config/--topic-configs (see `logmgr configs`); each topic whose config nothing names and whose
+    segments the retention job would delete is named in a warning at start.
 
     \b
     Example:
@@ -229,6 +231,14 @@ def serve(logdirs: tuple[Path, ...], config_options: ConfigOptions, status_port:
             refuse_links(logdir)
     totals = JobTotals()
     resolver = build_resolver([d for d in logdirs if d.is_dir()], config_options)
+    for warning in resolver.metadata_warnings():
+        logger.warning("%s", warning)
+    for topic in resolver.topics():
+        effective = resolver.resolve(topic)
+        config = effective.config
+        if not effective.known and config.delete and (config.retention_ms >= 0 or config.retention_bytes >= 0):
+            # The retention job would delete under Kafka's defaults: a compacted topic's data (_schemas) with it.
+            logger.warning("%s", unknown_config_warning(effective, "the retention job deletes its old segments"))
     manager = LogManager(
         dataclasses.replace(resolver.broker(), log_dirs=tuple(str(d) for d in logdirs)),
         topic_overrides=resolver.topic_overrides(),

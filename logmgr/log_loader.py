@@ -92,8 +92,14 @@ def load_log(
     readers: SegmentReaders | None = None,
     run_async: Callable[[Callable[[], None]], None] = _synchronous,
     producer_id_expiration_ms: int = 86_400_000,
+    remove_stray_snapshots: bool = True,
 ) -> Log:
-    """Open (creating if needed) the log in ``partition_dir``, recovering as Kafka does. O(bytes recovered)."""
+    """Open (creating if needed) the log in ``partition_dir``, recovering as Kafka does. O(bytes recovered).
+
+    ``remove_stray_snapshots=False`` keeps the producer snapshots Kafka's loader deletes (those of no segment
+    base offset but the newest): for an offline writer that must change nothing but what it writes, leaving them
+    to the broker's next load. Producer state is the same either way: it is rebuilt from the newest snapshot at
+    or below the log end, which is never a deleted one."""
     clock = clock or SystemClock()
     partition_dir.mkdir(parents=True, exist_ok=True)
     parsed = PartitionDirName.parse(partition_dir.name)
@@ -158,7 +164,8 @@ def load_log(
         run_async=run_async,
         recovery=stats,
     )
-    producer_state.remove_straggling_snapshots(segments.base_offsets())
+    if remove_stray_snapshots:
+        producer_state.remove_straggling_snapshots(segments.base_offsets())
     rebuild_producer_state(log, log_end_offset, reload_from_clean_shutdown=had_clean_shutdown)
     return log
 

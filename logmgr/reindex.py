@@ -24,11 +24,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkpoints.atomic import fsync_dir
-from logmgr.offline.plan import Action, LogDirPlan, PartitionPlan, RebuildIndexes
-from logmgr.offline.scan import partition_files, walk_valid_prefix
+from logmgr.offline.plan import (
+    Action,
+    DeleteFiles,
+    LogDirPlan,
+    PartitionPlan,
+    RebuildIndexes,
+    RebuildKeyIndex,
+)
+from logmgr.offline.scan import ValidPrefix, partition_files, walk_valid_prefix
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE
 from segments.errors import StorageFormatError
 from segments.file_records import FileRecords
+from segments.key_index import KEY_INDEX_SUFFIX, KeyIndexReader, key_index_file
 from segments.log_segment import DEFAULT_INDEX_INTERVAL_BYTES, LogSegment
 from segments.naming import (
     LOG_SUFFIX,
@@ -231,26 +239,51 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def rebuild_key_index(partition_dir: Path) -> dict[int, int]:
-    """Rebuild the key index (``.keyindex``) of every segment of ``partition_dir`` from its ``.log`` (the valid
-    prefix), each file atomically; the partition need not enable the key index. Returns entries per base offset.
-    The caller holds the log dir's lock. O(total log bytes)."""
+def rebuild_segment_key_index(directory: Path, base_offset: int) -> int:
+    """Rebuild the key index (``.keyindex``) of the segment at ``base_offset`` from its ``.log`` (the valid
+    prefix), atomically (see :func:`~logmgr.key_index.write_segment_key_index`), then fsync the dir. Returns the
+    entry count. The caller holds the log dir's lock. O(segment bytes)."""
+    # Imported here: the key index builds on the log layer, which imports this module.
     from logmgr.key_index import write_segment_key_index
-    from logmgr.log_dirs import readonly_segments
 
-    written = {}
-    with readonly_segments(partition_dir) as segments:
-        for segment in segments:
-            batches = (found.batch for found in segment.batches(0))
-            written[segment.base_offset] = write_segment_key_index(partition_dir, segment.base_offset, batches)
-    fsync_dir(partition_dir)
-    return written
+    segment = LogSegment.open(directory, base_offset, writable=False)
+    try:
+        entries = write_segment_key_index(directory, base_offset, (found.batch for found in segment.batches(0)))
+    finally:
+        segment.close()
+    fsync_dir(directory)
+    return entries
 
 
-def plan_reindex(target: Path, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> LogDirPlan:
+def _key_index_reason(path: Path, base: int, prefix: ValidPrefix) -> str:
+    """Why the key index at ``path`` of the segment at ``base`` is (re)built: what is there now. O(1) reads."""
+    try:
+        with KeyIndexReader(path) as reader:
+            header = reader.header
+    except FileNotFoundError:
+        return "none yet"
+    except (OSError, StorageFormatError) as err:
+        return f"unreadable ({err})"
+    if header.base_offset != base:
+        return f"its header says base offset {header.base_offset}, not the segment's"
+    if header.next_offset > prefix.next_offset:
+        return (
+            f"it indexes up to offset {header.next_offset}, past the segment's valid end {prefix.next_offset} "
+            "(records the log no longer has)"
+        )
+    if header.next_offset < prefix.next_offset:
+        return f"it covers offsets [{header.start_offset}, {header.next_offset}) of [{base}, {prefix.next_offset})"
+    return f"up to date ({header.entry_count} entries), rebuilt as asked"
+
+
+def plan_reindex(
+    target: Path, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, key_index: bool = False
+) -> LogDirPlan:
     """The in-place reindex of ``target`` (partition dir or ``.log`` file) as a plan: one ``RebuildIndexes`` per
     segment, and a warning per ``.log`` with invalid bytes (its indexes then cover the valid prefix; ``recover``
-    cuts the rest). Reads only. O(total log bytes)."""
+    cuts the rest). With ``key_index``, also one :class:`RebuildKeyIndex` per segment saying what its
+    ``.keyindex`` holds now and, for a partition dir, the deletion of each ``.keyindex`` without a ``.log`` (the
+    key index of a segment no longer in the log). Reads only. O(total log bytes)."""
     directory = target if target.is_dir() else target.parent
     sizes = partition_files(directory)
     actions: list[Action] = []
@@ -260,9 +293,10 @@ def plan_reindex(target: Path, *, index_interval_bytes: int = DEFAULT_INDEX_INTE
         segment = LogSegment.open(directory, base, writable=False)
         try:
             # Unbounded by the next segment, as reindex() rebuilds each segment.
-            problem = walk_valid_prefix(segment, None).problem
+            prefix = walk_valid_prefix(segment, None)
         finally:
             segment.close()
+        problem = prefix.problem
         if problem is not None:
             warnings.append(problem)
         indexes = tuple(
@@ -276,5 +310,16 @@ def plan_reindex(target: Path, *, index_interval_bytes: int = DEFAULT_INDEX_INTE
         )
         reason = "reindex" if problem is None else "reindex over the valid prefix"
         actions.append(RebuildIndexes(directory.name, base, indexes, index_interval_bytes, reason))
+        if key_index:
+            path = key_index_file(directory, base)
+            why = _key_index_reason(path, base, prefix)
+            actions.append(RebuildKeyIndex(directory.name, base, sizes[log_path.name], sizes.get(path.name), why))
+    if key_index and target.is_dir():
+        logs = {name for name in sizes if name.endswith(LOG_SUFFIX)}
+        for name in sorted(sizes):
+            if name.endswith(KEY_INDEX_SUFFIX) and name.removesuffix(KEY_INDEX_SUFFIX) + LOG_SUFFIX not in logs:
+                orphan = ((name, sizes[name]),)
+                reason = "no .log of its segment: it indexes a segment no longer in the log (the loader deletes it)"
+                actions.append(DeleteFiles(directory.name, orphan, reason, "orphan key index"))
     partition = PartitionPlan(directory.name, tuple(actions))
     return LogDirPlan("reindex", directory.parent, (partition,), warnings=tuple(warnings))

@@ -27,7 +27,7 @@ from segments.log_segment import LogSegment
 from segments.naming import TopicPartition
 from segments.records import SimpleRecord, build_batch
 from tests.conftest import KAFKA_REAL, require_fixtures
-from tests.test_cli_inspect import _transactional_partition, _tree_hash
+from tests.test_cli_inspect import _real_copy, _transactional_partition, _tree_hash
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = 1_700_000_000_000
@@ -448,3 +448,34 @@ def test_serve_creates_its_dir_only_with_create_and_exits_130_on_sigint(
     assert process.returncode == EXIT_INTERRUPTED, rest
     assert tail[-1] == "interrupted" and "stopped cleanly" in tail[-2]
     assert (logs / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_serve_names_each_topic_of_unknown_config_its_retention_job_would_delete_from(
+    tmp_path: Path, watchdog: list[subprocess.Popen[bytes]]
+) -> None:
+    """A ZooKeeper-era dir keeps no topic configs: serve warns, as cleanup's plan does, about every topic whose
+    segments the retention job would delete under the defaults (a compacted _schemas among them), before any job
+    runs (log.initial.task.delay.ms is 30 s by default)."""
+    logs = _real_copy(tmp_path, "zk-3.7.1-clean-multiseg")
+    process = subprocess.Popen(
+        [*_logmgr(), "serve", str(logs), "--topic-config", "demo:cleanup.policy=compact", "--topic-config",
+         "my:retention.ms=-1"],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    watchdog.append(process)
+    assert process.stderr is not None
+    lines: list[str] = []
+    while not any("serving" in line for line in lines):
+        line = process.stderr.readline().decode()
+        assert line, "".join(lines)
+        lines.append(line)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=WATCHDOG_S)
+    warned = "".join(line for line in lines if " WARNING " in line)
+    assert "no __cluster_metadata-0 in the log dirs" in warned
+    assert "the config of topic 'nikhilDemo' is unknown" in warned and "retention.ms=604800000 (Kafka default)" in warned
+    # Named by a flag, internal (compacted), or keeping everything: nothing to warn about.
+    for quiet in ("'demo'", "'my'", "__consumer_offsets"):
+        assert quiet not in warned, quiet

@@ -232,7 +232,11 @@ def test_append_creates_then_read_returns_the_records(tmp_path: Path, codec: str
     args = [str(logs), "orders-0", "--create", "--compression", codec, "--batch-records", "2", "--json"]
     result = _invoke(append, args, _jsonl(INPUT))
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"topic": "orders", "partition": 0, "records": 4, "firstOffset": 0, "lastOffset": 3}
+    report = json.loads(result.output)
+    assert report | {"created": []} == {
+        "topic": "orders", "partition": 0, "records": 4, "firstOffset": 0, "lastOffset": 3, "created": [], "removed": []
+    }
+    assert "partition.metadata" in report["created"] and "00000000000000000000.log" in report["created"]
     assert read_partition_metadata(logs / "orders-0" / "partition.metadata").version == 0
     assert OffsetCheckpointFile(logs / RECOVERY_POINT_CHECKPOINT_FILE).read() == {TopicPartition("orders", 0): 4}
     assert verify_paths([logs]).ok
@@ -291,6 +295,85 @@ def test_append_to_a_real_dir_keeps_the_clean_shutdown_marker(tmp_path: Path) ->
     assert verify_paths([logs / "nikhilDemo-0"]).ok
     values = [r["value"] for r in _lines(_invoke(read, [str(logs), "nikhilDemo-0"]))]
     assert values == ["hi", "hi", "i", "x"]
+
+
+def test_bug_append_cut_a_garbage_tail_as_a_silent_side_effect(tmp_path: Path) -> None:
+    """Was: after an unclean shutdown, append loaded the log with a broker's recovery, which truncated the invalid
+    bytes at the end of a .log, and printed only "appended 1 record(s)". Now refused, nothing written."""
+    logs = _real_copy(tmp_path, "kraft-3.7-clean-transactions")
+    (logs / ".kafka_cleanshutdown").unlink()
+    log = logs / "_schemas-0" / "00000000000000000000.log"
+    size = log.stat().st_size
+    with open(log, "ab") as out:
+        out.write(b"garbage" * 2)
+    before = _tree_hash(logs)
+    result = _invoke(append, [str(logs), "_schemas-0"], '{"key": "k", "value": "v"}\n')
+    assert result.exit_code == 1, result.output
+    assert result.stderr.count("\n") == 1 and f"{log}: position {size}" in result.stderr
+    assert "logmgr recover" in result.stderr
+    assert _tree_hash(logs) == before
+
+
+def test_bug_append_deleted_older_producer_snapshots_as_a_side_effect(tmp_path: Path) -> None:
+    """Was: append loaded the partition as a broker does, whose loader deletes the producer snapshots of no
+    segment (here 00000000000000000038.snapshot of _schemas-0), outside any plan and unreported. Now the append
+    changes nothing but what it writes (records, a rolled segment, the snapshot at close, the recovery point) and
+    names each file it created; the broker's next load still prunes the old snapshot."""
+    logs = _real_copy(tmp_path, "kraft-3.7-clean-transactions")
+    partition = logs / "_schemas-0"
+    stray = partition / "00000000000000000038.snapshot"
+    kept = {p.name: p.read_bytes() for p in partition.iterdir()}
+    outside = {p.name: p.read_bytes() for p in logs.iterdir() if p.is_file()}
+    assert stray.name in kept
+    result = _invoke(append, [str(logs), "_schemas-0", "--json"], '{"key": "k", "value": "v"}\n')
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["firstOffset"], report["removed"]) == (42, [])
+    after = {p.name: p.read_bytes() for p in partition.iterdir()}
+    assert sorted(set(after) - set(kept)) == report["created"]
+    # Rolled (the segment is older than segment.ms) then closed: the new segment and the snapshot at the log end.
+    assert report["created"] == [
+        "00000000000000000042.index", "00000000000000000042.log", "00000000000000000042.timeindex",
+        "00000000000000000043.snapshot",
+    ]
+    assert {name: data for name, data in after.items() if name in kept} == kept, "nothing there before changed"
+    changed = {p.name for p in logs.iterdir() if p.is_file() and p.read_bytes() != outside.get(p.name)}
+    assert changed == {RECOVERY_POINT_CHECKPOINT_FILE}
+    text = _invoke(append, [str(logs), "_schemas-0"], '{"key": "k", "value": "w"}\n')
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines() == [
+        "_schemas-0: appended 1 record(s) at offsets 43..43",
+        f"{partition}: created 00000000000000000044.snapshot",
+    ]
+    assert stray.exists()
+    log = load_log(partition, LogConfig(), had_clean_shutdown=True)
+    try:
+        assert log.log_end_offset == 44 and not stray.exists()  # what a broker's load does, in its own time
+    finally:
+        log.close()
+
+
+def test_append_applies_the_topic_config_from_the_metadata_and_flags(tmp_path: Path) -> None:
+    logs = _real_copy(tmp_path, "kraft-3.7-clean-transactions")
+    marker = (logs / ".kafka_cleanshutdown").read_bytes()
+    log = logs / "docker-connect-configs-0" / "00000000000000000000.log"
+    data = log.read_bytes()
+    # __cluster_metadata says docker-connect-configs is compacted: Kafka refuses a record without a key there.
+    keyless = _invoke(append, [str(logs), "docker-connect-configs-0"], '{"value": "v"}\n')
+    assert keyless.exit_code == 1 and "without key" in keyless.stderr, keyless.output
+    # Nothing appended, and the dir is still marked clean (the marker is removed while an append runs).
+    assert log.read_bytes() == data and (logs / ".kafka_cleanshutdown").read_bytes() == marker
+    flag = "docker-connect-configs:cleanup.policy=delete"
+    accepted = _invoke(append, [str(logs), "docker-connect-configs-0", "--topic-config", flag], '{"value": "v"}\n')
+    assert accepted.exit_code == 0, accepted.output
+    stamped = _invoke(
+        append,
+        [str(logs), "patient_admissions-0", "--topic-config", "patient_admissions:message.timestamp.type=LogAppendTime"],
+        '{"value": "v", "timestamp": 1}\n',
+    )
+    assert stamped.exit_code == 0, stamped.output
+    (record,) = _lines(_invoke(read, [str(logs), "patient_admissions-0"]))
+    assert record["timestampType"] == "LogAppendTime" and record["timestamp"] != 1
 
 
 def _transactional_partition(tmp_path: Path) -> Path:

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -32,6 +33,7 @@ from cli.recover_cmd import recover
 from cli.serve_cmd import serve
 from logmgr.log_manager import LogManager
 from logmgr.verify import verify_paths
+from tests import test_disk_tiers
 from tests.conftest import KAFKA_REAL, require_fixtures
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,6 +43,7 @@ CONNECT = "docker-connect-configs-0"
 OFFSETS_37 = "__consumer_offsets-37"
 FIRST = "00000000000000000000"
 TIMEOUT_S = 60
+small_fs = test_disk_tiers.small_fs  # a fresh 4 MiB tmpfs (root only), here remounted read-only
 
 
 def _copy(source: Path, tmp_path: Path) -> Path:
@@ -216,6 +219,19 @@ def test_cleanup_warns_about_topics_of_unknown_config_it_would_delete(tmp_path: 
     assert "nikhilDemo" not in named.stderr and "would delete 0 segment(s)" in named.output
 
 
+def _damage_input(logdir: Path, damage: str) -> None:
+    """One bad input of the issue's list: a random-bytes .index, a garbage segment, a malformed checkpoint."""
+    partition = logdir / "patient_admissions-0"
+    if damage == "random-index":
+        (partition / f"{FIRST}.index").write_bytes(os.urandom(4096))
+    elif damage == "garbage-segment":
+        for name in (f"{FIRST}.index", f"{FIRST}.timeindex"):
+            (partition / name).write_bytes(b"")
+        (partition / f"{FIRST}.log").write_bytes(b"\xfe" * 5000)
+    else:
+        (logdir / "log-start-offset-checkpoint").write_text("0\n1\nnot a valid line\n")
+
+
 @pytest.mark.parametrize(
     "damage, where",
     [
@@ -229,15 +245,7 @@ def test_bug_cleanup_on_damaged_input_fails_planning_and_writes_nothing(tmp_path
     leader-epoch checkpoints and write the clean-shutdown marker, then die with an AssertionError traceback; a
     garbage segment was truncated from 5,000 bytes to 0 with only 'deleted 0 segment(s)' printed."""
     logdir = _copy(KRAFT_37, tmp_path)
-    partition = logdir / "patient_admissions-0"
-    if damage == "random-index":
-        (partition / f"{FIRST}.index").write_bytes(os.urandom(4096))
-    elif damage == "garbage-segment":
-        for name in (f"{FIRST}.index", f"{FIRST}.timeindex"):
-            (partition / name).write_bytes(b"")
-        (partition / f"{FIRST}.log").write_bytes(b"\xfe" * 5000)
-    else:
-        (logdir / "log-start-offset-checkpoint").write_text("0\n1\nnot a valid line\n")
+    _damage_input(logdir, damage)
     before = _tree_hash(logdir)
     for args in ([], ["--dry-run"], ["--json"]):
         result = CliRunner().invoke(cleanup, [str(logdir), *args, "--retention-ms", "1"])
@@ -272,6 +280,34 @@ def test_bug_cleanup_on_damaged_input_fails_planning_and_writes_nothing(tmp_path
         len(p["actions"]) for p in plan["partitions"]
     ) + len(plan["dirActions"]) + len(plan["previous"]["dirActions"])
     assert CliRunner().invoke(cleanup, [str(logdir), "--dry-run"]).exit_code == 0, "nothing left to recover"
+
+
+@pytest.mark.parametrize("command", ["flush", "compact", "append"])
+@pytest.mark.parametrize(
+    "damage, where",
+    [
+        ("random-index", "00000000000000000000.index: position 0"),
+        ("garbage-segment", "00000000000000000000.log: position 0"),
+        ("malformed-checkpoint", "log-start-offset-checkpoint: line 3"),
+    ],
+)
+def test_the_other_writing_commands_refuse_damaged_input_writing_nothing(
+    tmp_path: Path, command: str, damage: str, where: str
+) -> None:
+    """What cleanup refuses (test above), flush, compact and append refuse too: planning fails with one line
+    naming the file and position or line, exit 1, not one byte changed (no recovery as a side effect)."""
+    logdir = _copy(KRAFT_37, tmp_path)
+    _damage_input(logdir, damage)
+    before = _tree_hash(logdir)
+    args = {
+        "flush": ["flush", str(logdir)],
+        "compact": ["compact", str(logdir), "--topic-config", "patient_admissions:cleanup.policy=compact"],
+        "append": ["append", str(logdir), "patient_admissions-0"],
+    }[command]
+    result = CliRunner().invoke(main, args, input='{"key": "k", "value": "v"}\n')
+    assert result.exit_code == 1, result.output
+    assert where in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert _tree_hash(logdir) == before
 
 
 @pytest.mark.parametrize("content", ["empty", "unrelated"])
@@ -431,6 +467,54 @@ def test_locked_dir_exits_3_and_changes_nothing(
 def test_locked_dir_still_allows_dry_runs(locked_dir: Path) -> None:
     assert CliRunner().invoke(cleanup, [str(locked_dir), "--dry-run"]).exit_code == 0
     assert CliRunner().invoke(recover, [str(locked_dir), "--dry-run"]).exit_code == 0
+
+
+# -- a read-only file system ---------------------------------------------------------------------------------------
+
+
+def test_every_plan_is_made_on_a_read_only_file_system(
+    small_fs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planning reads only: every writing command's dry run works on a log dir whose file system is mounted
+    read-only (root ignores file modes, a read-only mount it cannot), and leaves no temporary file behind."""
+    logdir = _copy(KRAFT_37, small_fs)
+    # No marker: the broker would recover (epochs truncated at the log ends), so the recovery plans are not empty.
+    CleanShutdownMarker.remove(logdir)
+    remounted = subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], capture_output=True, text=True)
+    if remounted.returncode != 0:
+        pytest.skip(f"cannot remount the tmpfs read-only here: {remounted.stderr.strip()}")
+    with pytest.raises(OSError):
+        (logdir / ".lock").touch()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    before = _tree_hash(logdir)
+    schemas = "_schemas:cleanup.policy=delete"  # the metadata says compact: a retention topic to plan deletions in
+    for args in (
+        ["cleanup", "--dry-run", "--json", "--retention-ms", "1", "--topic-config", schemas],
+        ["cleanup", "--dry-run", "--json", "--recover-first", "--retention-ms", "1", "--topic-config", schemas],
+        ["recover", "--dry-run", "--json"],
+        ["recover", "--dry-run", "--json", "--full"],
+        ["compact", "--dry-run", "--json"],
+        ["flush", "--dry-run", "--json"],
+        ["configs", "--json"],
+    ):
+        result = CliRunner().invoke(main, [args[0], str(logdir), *args[1:]])
+        assert result.exit_code == 0, (args, result.output)
+        plan = json.loads(result.output)
+        if args[0] in ("cleanup", "recover"):
+            assert plan["dryRun"] is True and plan["counts"], (args, plan)
+    partition = logdir / "_schemas-0"
+    checkpoint = logdir / RECOVERY_POINT_CHECKPOINT_FILE
+    for args in (
+        ["reindex", "--dry-run", str(partition)],
+        ["reindex", "--dry-run", "--key-index", str(partition)],
+        ["checkpoints", "set", "--dry-run", str(checkpoint), "_schemas-0", "1"],
+    ):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0 and "nothing was changed" in result.output, (args, result.output)
+    assert _tree_hash(logdir) == before
+    assert list(scratch.iterdir()) == [], "planning copies nothing"
 
 
 # -- serve ---------------------------------------------------------------------------------------------------------

@@ -345,7 +345,7 @@ def test_cli_read_by_key_with_time_bounds_and_usage_errors(tmp_path: Path) -> No
     log.close()
     result = CliRunner().invoke(cli, ["reindex", str(tmp_path / "t-0"), "--key-index"])
     assert result.exit_code == 0, result.output
-    assert "key index:" in result.stdout
+    assert f"{key_index_file(tmp_path / 't-0', 0)}: absent -> " in result.stdout
     log = open_log(tmp_path / "t-0", clock, segment_bytes=300)
     for i in range(30, 36):  # past the index: scanned
         log.append_records([SimpleRecord(b"%d" % i, b"k%d" % (i % 3), T0 + i)])
@@ -423,3 +423,75 @@ def test_bug_index_left_by_a_disabled_key_index_hid_records_appended_after_a_tru
         assert queried(log, b"a") == scan(log, b"a") == [0]
     finally:
         manager.shutdown()
+
+
+def test_reindex_key_index_is_a_plan_saying_why_per_file_and_the_real_run_does_exactly_it(tmp_path: Path) -> None:
+    """``reindex --key-index``: the dry run names each .keyindex to (re)build and why (none yet, partial,
+    unreadable, up to date) and each orphan to delete, changing nothing; the real run executes exactly that plan
+    (the tree it predicted), reports each file, and leaves every key index complete."""
+    from click.testing import CliRunner
+
+    from cli.main import main as cli
+    from logmgr.key_index import write_segment_key_index
+    from logmgr.offline.plan import DERIVED, read_tree
+    from logmgr.reindex import plan_reindex, rebuild_segment_key_index
+    from segments.log_segment import LogSegment
+
+    clock = ManualClock(T0)
+    partition = tmp_path / "t-0"
+    log = open_log(partition, clock, segment_bytes=300)
+    for i in range(30):
+        log.append_records([SimpleRecord(b"%d" % i, b"k%d" % (i % 3), T0 + i)])
+    bases = [s.base_offset for s in log.segments.values()]
+    log.close()
+    assert len(bases) >= 4
+    rebuild_segment_key_index(partition, bases[0])  # up to date
+    segment = LogSegment.open(partition, bases[1], writable=False)
+    try:
+        write_segment_key_index(partition, bases[1], [next(iter(segment.batches(0))).batch])  # partial
+    finally:
+        segment.close()
+    key_index_file(partition, bases[2]).write_bytes(b"not a key index")  # unreadable; the others: none yet
+    orphan = key_index_file(partition, 999)
+    orphan.write_bytes(key_index_file(partition, bases[0]).read_bytes())
+    before = read_tree(tmp_path)
+
+    dry = CliRunner().invoke(cli, ["reindex", str(partition), "--key-index", "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert read_tree(tmp_path) == before
+    lines = dry.stdout.splitlines()
+
+    def line_of(base: int) -> str:
+        (found,) = [line for line in lines if f"key index {key_index_file('.', base).name}" in line]
+        return found
+
+    assert "rebuild the key index" in line_of(bases[0]) and "up to date" in line_of(bases[0])
+    assert f"it covers offsets [{bases[1]}, " in line_of(bases[1])
+    assert "unreadable" in line_of(bases[2])
+    assert all("build the key index" in line_of(b) and "none yet" in line_of(b) for b in bases[3:])
+    assert any("delete orphan key index" in line and orphan.name in line for line in lines)
+    assert lines[-1].endswith(
+        f"{len(bases)} segment(s) to reindex, {len(bases)} key index(es) to (re)build, 1 orphan key index(es) to "
+        "delete; nothing was changed"
+    )
+
+    planned = json.loads(CliRunner().invoke(cli, ["reindex", str(partition), "--key-index", "--dry-run", "--json"]).stdout)
+    predicted = plan_reindex(partition, key_index=True).predict(before)
+    real = CliRunner().invoke(cli, ["reindex", str(partition), "--key-index", "--json"])
+    assert real.exit_code == 0, real.output
+    report = json.loads(real.stdout)
+    assert report["applied"] == [a for p in planned["partitions"] for a in p["actions"]]
+    after = read_tree(tmp_path)
+    derived = {path.removesuffix("?") for path, content in predicted.items() if content == DERIVED}
+    assert {p: c for p, c in after.items() if p not in derived} == {
+        p: c for p, c in predicted.items() if p.removesuffix("?") not in derived
+    }
+    assert not orphan.exists()
+    reported = {Path(f["file"]).name: f for f in report["files"] if f["file"].endswith(".keyindex")}
+    assert reported[orphan.name]["bytesAfter"] is None
+    assert reported[key_index_file(".", bases[0]).name]["changed"] is False
+    for index, base in enumerate(bases):
+        stop = bases[index + 1] if index + 1 < len(bases) else 30
+        with KeyIndexReader(key_index_file(partition, base)) as reader:
+            assert (reader.header.next_offset, reader.header.entry_count) == (stop, stop - base)
+        assert reported[key_index_file(".", base).name]["entriesAfter"] == stop - base

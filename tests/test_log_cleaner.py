@@ -9,6 +9,8 @@ import dataclasses
 import itertools
 import json
 import shutil
+import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -38,11 +40,13 @@ from logmgr.verify import verify_paths
 from segments.compression import CompressionType
 from segments.naming import TopicPartition
 from segments.records import ControlRecordType, DefaultRecordBatch, SimpleRecord, build_batch
+from tests import test_disk_tiers
 from tests.conftest import CLIENTS_GENERATED, FAILURE_DEADLINE_S, KAFKA_REAL, ContendedLock, require_fixtures
 from tests.test_log_cleaner_model import read_batches, read_committed_records
 
 T0 = 1_700_000_000_000
 COMPACT = LogConfig(cleanup_policy=("compact",), segment_bytes=1_000, delete_retention_ms=1_000, file_delete_delay_ms=0)
+small_fs = test_disk_tiers.small_fs  # a fresh 4 MiB tmpfs (root only), here remounted read-only
 
 
 def open_log(directory: Path, clock: ManualClock, config: LogConfig = COMPACT) -> Log:
@@ -346,6 +350,54 @@ def test_compact_dry_run_changes_no_byte_and_the_real_run_does_what_it_said(tmp_
     assert CleanerCheckpoints(root).read() == {log.topic_partition: 81}
     log.close()
     assert verify_paths([root / "t-0"]).ok
+
+
+def test_bug_compact_dry_run_wrote_its_simulated_pass_into_tmpdir(
+    small_fs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: the plan simulated the cleaning pass by writing the cleaned segments into $TMPDIR (then removing
+    them): on a read-only system with no writable temporary dir the dry run failed, and it doubled the disk use.
+    Now the same cleaner decisions are only counted: the plan is made on a log dir mounted read-only with TMPDIR
+    a read-only dir that stays empty, and the real run then does exactly the planned pass (groups, bytes of each
+    group, batches and records kept)."""
+    clock = ManualClock(T0)
+    root = small_fs / "logs"
+    # Indexes of 4 KiB (not 10 MiB, preallocated): the real run writes its cleaned segments on the 4 MiB tmpfs.
+    log = load_log(root / "t-0", dataclasses.replace(COMPACT, segment_index_bytes=4096), clock=clock)
+    fill(log, 70)
+    log.append_records([SimpleRecord(b"a", b"z")], producer_id=4, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append_end_txn_marker(4, 0, ControlRecordType.ABORT, 0)
+    log.append_records([SimpleRecord(None, b"k1")])
+    log.roll()
+    log.close()
+    scratch = small_fs / "tmp"
+    scratch.mkdir()
+    remount = ["mount", "-o", "remount,ro", str(small_fs)]
+    if subprocess.run(remount, capture_output=True).returncode != 0:
+        pytest.skip("cannot remount the tmpfs read-only here")
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    before = read_tree(root)
+    flags = [
+        *("--topic-config", "t:cleanup.policy=compact", "--topic-config", "t:segment.bytes=1000"),
+        *("--topic-config", "t:segment.index.bytes=4096", "--json"),
+    ]
+    try:
+        dry = CliRunner().invoke(compact, [str(root), "--dry-run", *flags])
+        assert dry.exit_code == 0, dry.output
+        assert read_tree(root) == before and list(scratch.iterdir()) == []
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)
+    (planned,) = [a for p in json.loads(dry.output)["partitions"] for a in p["actions"]]
+    assert len(planned["groups"]) > 1 and len(planned["groupBytes"]) == len(planned["groups"])
+    assert planned["recordsRemoved"] > 0 and planned["batchesAfter"] < planned["batchesBefore"]
+    real = CliRunner().invoke(compact, [str(root), *flags])
+    assert real.exit_code == 0, real.output
+    (applied,) = [a for a in json.loads(real.output)["applied"] if a["action"] == "compact"]
+    assert applied == planned
+    sizes = [(root / "t-0" / f"{group[0]:020d}.log").stat().st_size for group in planned["groups"]]
+    assert sizes == planned["groupBytes"]
+    assert list(scratch.iterdir()) == []
 
 
 def test_real_consumer_offsets_compact_to_the_latest_record_per_key(tmp_path: Path) -> None:

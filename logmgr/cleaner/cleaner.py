@@ -25,7 +25,9 @@ A pass, given the first dirty offset (the cleaner checkpoint) and the first uncl
 
 Where the segments come from and how the swap is published is the :class:`CleanSource`'s business: a live
 :class:`~logmgr.log.Log` (:class:`~logmgr.cleaner.log_cleaner.LiveLogSource`) or a partition dir offline
-(:mod:`logmgr.cleaner.offline`).
+(:mod:`logmgr.cleaner.offline`). Where the cleaned bytes go is the :class:`CleanedOutput`'s: segment files swapped
+in (:class:`SegmentFiles`, every real pass) or only counted (:class:`CountingOutput`, the offline plan: the same
+decisions, nothing written anywhere).
 """
 
 from __future__ import annotations
@@ -121,6 +123,93 @@ class CleanSource(Protocol):
         :class:`LogCleaningAbortedError` if ``old`` changed since the pass read it."""
 
 
+class CleanedSink(Protocol):
+    """What a pass writes a cleaned group into: its retained batches and the aborted transactions its
+    ``.txnindex`` keeps."""
+
+    def append(self, records: bytes, /) -> object: ...
+
+    def append_aborted_txn(self, aborted: AbortedTxn, /) -> None: ...
+
+
+class CleanedOutput(Protocol):
+    """Where the cleaned groups of a pass go."""
+
+    def write_group(self, source: CleanSource, group: list[LogSegment], fill: Callable[[CleanedSink], None]) -> None:
+        """Give ``fill`` a sink for the group's cleaned content (it raises to abandon the group), then publish it
+        in place of ``group``."""
+
+
+class SegmentFiles:
+    """A real pass's output: the group is written as ``.cleaned`` files next to its segments, then swapped in by
+    the source (see the module doc); an abandoned group leaves no ``.cleaned`` file."""
+
+    def write_group(self, source: CleanSource, group: list[LogSegment], fill: Callable[[CleanedSink], None]) -> None:
+        config = source.config
+        base = group[0].base_offset
+        for path in cleaned_segment_paths(source.dir, base):
+            path.unlink(missing_ok=True)
+        cleaned = LogSegment.open(
+            source.dir,
+            base,
+            file_suffix=CLEANED_SUFFIX,
+            create=True,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+        )
+        published = False
+        try:
+            fill(cleaned)
+            cleaned.on_become_inactive_segment()
+            cleaned.flush()
+            # The cleaned segment keeps the group's last modification time: time-based retention sees the same age.
+            try:
+                modified = os.stat(group[-1].log.path).st_mtime_ns
+            except FileNotFoundError:
+                # Renamed by retention or truncation meanwhile: the swap would refuse the group anyway.
+                raise LogCleaningAbortedError(f"{group[-1].log.path} was deleted during cleaning") from None
+            os.utime(cleaned.log.path, ns=(modified, modified))
+            source.replace_segments(cleaned, group)
+            published = True
+        finally:
+            if not published:
+                cleaned.close()
+                for path in cleaned_segment_paths(source.dir, base):
+                    path.unlink(missing_ok=True)
+
+
+@dataclass(slots=True)
+class CountedGroup:
+    """One group as a :class:`CountingOutput` saw it: the base offsets it replaces and the bytes its cleaned
+    ``.log`` would hold."""
+
+    bases: tuple[int, ...]
+    size: int = 0
+
+    def append(self, records: bytes, /) -> object:
+        self.size += len(records)
+        return None
+
+    def append_aborted_txn(self, aborted: AbortedTxn, /) -> None:
+        """Nothing to count: the plan leaves open whether the group keeps a ``.txnindex`` (``CompactLog.predict``)."""
+
+
+class CountingOutput:
+    """A planning pass's output: each group's content is counted, never written (not even to a temporary dir),
+    and nothing is swapped; ``groups`` holds what a real pass with the same inputs writes."""
+
+    def __init__(self) -> None:
+        self.groups: list[CountedGroup] = []
+
+    def write_group(self, source: CleanSource, group: list[LogSegment], fill: Callable[[CleanedSink], None]) -> None:
+        counted = CountedGroup(tuple(s.base_offset for s in group))
+        fill(counted)
+        self.groups.append(counted)
+
+
+SEGMENT_FILES = SegmentFiles()
+
+
 class Throttler:
     """Kafka's ``Throttler``: sleep so the bytes reported stay under ``rate`` per second (checked every 300 ms of
     work). ``monotonic`` (seconds) and ``sleep`` are injectable: a test's clock moved only by the sleeps turns the
@@ -175,6 +264,8 @@ class CleanerStats:
     invalid_messages: int = 0
     segments_read: int = 0
     segments_written: int = 0
+    batches_read: int = 0
+    batches_written: int = 0
     buffer_utilization: float = 0.0
     started: float = field(default_factory=time.monotonic)
     map_done: float = 0.0
@@ -198,6 +289,8 @@ class CleanerStats:
             "recordsRemoved": self.records_removed,
             "segmentsRead": self.segments_read,
             "segmentsWritten": self.segments_written,
+            "batchesRead": self.batches_read,
+            "batchesWritten": self.batches_written,
             "invalidRecords": self.invalid_messages,
             "bufferUtilization": round(self.buffer_utilization, 4),
             "durationSecs": round(self.duration_s, 6),
@@ -215,7 +308,7 @@ class CleanedTransactionMetadata:
         self._ongoing_committed: set[int] = set()
         # producer id -> (the aborted transaction, last offset of one of its batches seen in this pass or None)
         self._ongoing_aborted: dict[int, list[Any]] = {}
-        self.cleaned_index: LogSegment | None = None
+        self.cleaned_index: CleanedSink | None = None
 
     def add_aborted_transactions(self, aborted: list[AbortedTxn]) -> None:
         """Queue aborted transactions found in the ``.txnindex`` files (ordered by first offset). O(n log n)."""
@@ -357,8 +450,10 @@ class Cleaner:
         load_factor: float = 0.9,
         throttler: Throttler | None = None,
         check_done: Callable[[TopicPartition], None] = lambda tp: None,
+        output: CleanedOutput = SEGMENT_FILES,
     ) -> None:
         self.offset_map = offset_map
+        self.output = output
         self.load_factor = load_factor
         self.throttler = throttler or Throttler(1.8e308)
         self.check_done = check_done
@@ -432,53 +527,30 @@ class Cleaner:
         now_ms: int,
         upper_bound_of_round: int,
     ) -> None:
-        """Kafka's ``cleanSegments``: filter ``group`` into one ``.cleaned`` segment and swap it in. O(group bytes)."""
-        config = source.config
-        base = group[0].base_offset
-        for path in cleaned_segment_paths(source.dir, base):
-            path.unlink(missing_ok=True)
-        cleaned = LogSegment.open(
-            source.dir,
-            base,
-            file_suffix=CLEANED_SUFFIX,
-            create=True,
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_size=config.segment_index_bytes,
-        )
-        transactions.cleaned_index = cleaned
-        published = False
-        try:
-            last_records = source.last_records_of_active_producers()
-            for index, segment in enumerate(group):
-                with source.hold(segment):
-                    upper = group[index + 1].base_offset if index + 1 < len(group) else segment.read_next_offset()
-                    transactions.add_aborted_transactions(source.collect_aborted(segment.base_offset, upper))
-                    self._clean_into(source, segment, cleaned, transactions, last_records, upper_bound_of_round, stats, now_ms)
-                stats.segments_read += 1
-            cleaned.on_become_inactive_segment()
-            cleaned.flush()
-            # The cleaned segment keeps the group's last modification time: time-based retention sees the same age.
+        """Kafka's ``cleanSegments``: filter ``group`` into one cleaned segment and publish it through the
+        output. O(group bytes)."""
+
+        def fill(cleaned: CleanedSink) -> None:
+            transactions.cleaned_index = cleaned
             try:
-                modified = os.stat(group[-1].log.path).st_mtime_ns
-            except FileNotFoundError:
-                # Renamed by retention or truncation meanwhile: the swap would refuse the group anyway.
-                raise LogCleaningAbortedError(f"{group[-1].log.path} was deleted during cleaning") from None
-            os.utime(cleaned.log.path, ns=(modified, modified))
-            source.replace_segments(cleaned, group)
-            published = True
-            stats.segments_written += 1
-        finally:
-            transactions.cleaned_index = None
-            if not published:
-                cleaned.close()
-                for path in cleaned_segment_paths(source.dir, base):
-                    path.unlink(missing_ok=True)
+                last_records = source.last_records_of_active_producers()
+                for index, segment in enumerate(group):
+                    with source.hold(segment):
+                        upper = group[index + 1].base_offset if index + 1 < len(group) else segment.read_next_offset()
+                        transactions.add_aborted_transactions(source.collect_aborted(segment.base_offset, upper))
+                        self._clean_into(source, segment, cleaned, transactions, last_records, upper_bound_of_round, stats, now_ms)
+                    stats.segments_read += 1
+            finally:
+                transactions.cleaned_index = None
+
+        self.output.write_group(source, group, fill)
+        stats.segments_written += 1
 
     def _clean_into(
         self,
         source: CleanSource,
         segment: LogSegment,
-        dest: LogSegment,
+        dest: CleanedSink,
         transactions: CleanedTransactionMetadata,
         last_records: dict[int, LastRecord],
         upper_bound_of_round: int,
@@ -496,6 +568,7 @@ class Cleaner:
                 raise LogCleaningAbortedError(f"{segment.log.path}: legacy message sets are not cleaned by logmgr")
             self.throttler.maybe_throttle(batch.size_in_bytes)
             stats.bytes_read += batch.size_in_bytes
+            stats.batches_read += 1
             out = self._filter_batch(batch, transactions, last_records, upper_bound_of_round, stats, now_ms, delete_retention_ms)
             if out is None:
                 continue
@@ -507,10 +580,11 @@ class Cleaner:
         if pending:
             self._write(dest, pending, stats)
 
-    def _write(self, dest: LogSegment, pending: list[bytes], stats: CleanerStats) -> None:
+    def _write(self, dest: CleanedSink, pending: list[bytes], stats: CleanerStats) -> None:
         data = b"".join(pending)
         dest.append(data)
         stats.bytes_written += len(data)
+        stats.batches_written += len(pending)
         self.throttler.maybe_throttle(len(data))
 
     def _filter_batch(

@@ -4,12 +4,14 @@ offline.
 :func:`plan_compact` reads only. For each partition whose topic's ``cleanup.policy`` contains ``compact`` it
 computes Kafka's cleanable range (:mod:`logmgr.cleaner.manager`; the last stable offset from a header walk of the
 transactions and the checkpointed high watermark, the first dirty offset from ``cleaner-offset-checkpoint``) and,
-when there are cleanable bytes, simulates the pass in a private temporary directory (never the log dir): the
-plan then states exactly which segments are cleaned in which groups, the bytes before and after (the bytes
-reclaimed), the records removed and the dirty ratio. The real run applies :class:`CompactLog` (the same pass at
-the same instant, so the same bytes) and rewrites the ``cleaner-offset-checkpoint`` entry. The simulations and
-the real passes of one command share one throttler at ``log.cleaner.io.max.bytes.per.second`` (read plus
-written bytes), as Kafka's cleaner threads share theirs: many small logs cannot each take a period's allowance.
+when there are cleanable bytes, runs the pass into a :class:`~logmgr.cleaner.cleaner.CountingOutput`: the
+cleaner's own decisions, counted, with nothing written anywhere (no temporary dir either). The plan then states
+exactly which segments are cleaned in which groups, the bytes of each group before and after (the bytes
+reclaimed), the batches and records kept and removed, and the dirty ratio. The real run applies
+:class:`CompactLog` (the same pass at the same instant, so the same bytes, checked against the plan's figures)
+and rewrites the ``cleaner-offset-checkpoint`` entry. The counted passes and the real passes of one command
+share one throttler at ``log.cleaner.io.max.bytes.per.second`` (read plus written bytes), as Kafka's cleaner
+threads share theirs: many small logs cannot each take a period's allowance.
 
 A broker keeps producer state in its snapshots; offline, the last batch of every producer id seen in the log
 is kept (Kafka keeps those of the producers still active, a subset), so no producer state is lost.
@@ -18,7 +20,6 @@ is kept (Kafka keeps those of the producers still active, a subset), so no produ
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -28,7 +29,15 @@ from typing import Any, ClassVar
 
 from checkpoints.atomic import fsync_dir
 from checkpoints.offset_checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, parse_offset_checkpoint
-from logmgr.cleaner.cleaner import Cleaner, LastRecord, Throttler, group_segments_by_size
+from logmgr.cleaner.cleaner import (
+    SEGMENT_FILES,
+    CleanedOutput,
+    Cleaner,
+    CleanerStats,
+    CountingOutput,
+    LastRecord,
+    Throttler,
+)
 from logmgr.cleaner.manager import LogToClean, SegmentStat, cleanable_offsets, is_cleanable, log_to_clean
 from logmgr.cleaner.offset_map import SkimpyOffsetMap
 from logmgr.config import BrokerConfig, LogConfig
@@ -59,29 +68,24 @@ def _segment_names(base_offset: int, suffix: str = "") -> list[str]:
 
 
 class OfflineSource:
-    """A partition dir opened read-only as a :class:`~logmgr.cleaner.cleaner.CleanSource`; cleaned groups go to
-    ``output`` (the partition dir itself for the real run, a temporary dir for the dry run) and are swapped in
-    with Kafka's protocol only when ``swap`` is set."""
+    """A partition dir opened read-only as a :class:`~logmgr.cleaner.cleaner.CleanSource`; the cleaned groups a
+    real pass writes there are swapped in with Kafka's protocol."""
 
-    def __init__(self, partition_dir: Path, tp: TopicPartition, config: LogConfig, output: Path, *, swap: bool) -> None:
+    def __init__(self, partition_dir: Path, tp: TopicPartition, config: LogConfig) -> None:
         self._dir = partition_dir
         self._tp = tp
         self._config = config
-        self._output = output
-        self._swap = swap
         self.segments = [
             LogSegment.open(partition_dir, base, writable=False, max_index_size=config.segment_index_bytes)
             for base in sorted(
                 int(p.name[: -len(".log")]) for p in partition_dir.iterdir() if p.name.endswith(".log") and p.name[:-4].isdigit()
             )
         ]
-        self.written: list[tuple[list[int], int]] = []
-        """``(base offsets of a group, bytes of its cleaned .log)`` for each group cleaned."""
         self._last_records: dict[int, LastRecord] | None = None
 
     @property
     def dir(self) -> Path:
-        return self._output
+        return self._dir
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -132,10 +136,6 @@ class OfflineSource:
         return nullcontext(segment)
 
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment]) -> None:
-        self.written.append(([s.base_offset for s in old], cleaned.size))
-        if not self._swap:
-            cleaned.close()
-            return
         directory = self._dir
         try:
             cleaned.rename_with_suffix(SWAP_SUFFIX)
@@ -176,10 +176,13 @@ class CompactLog(Action):
     load_factor: float
     groups: tuple[tuple[int, ...], ...]
     """Base offsets of each group of segments cleaned into one."""
+    group_bytes: tuple[int, ...]
+    """Bytes of each group's cleaned ``.log``."""
     log_sizes: tuple[tuple[int, int], ...]
     """``(base offset, .log size)`` of every segment read, checked before acting."""
-    bytes_before: int
-    bytes_after: int
+    batches_before: int
+    batches_after: int
+    records_before: int
     records_removed: int
     dirty_ratio: float
     reason: str
@@ -188,13 +191,16 @@ class CompactLog(Action):
 
     def describe(self) -> str:
         groups = "; ".join(
-            "+".join(filename_prefix_from_offset(base) for base in group) for group in self.groups
+            "+".join(filename_prefix_from_offset(base) for base in group) + f" -> {size} B"
+            for group, size in zip(self.groups, self.group_bytes, strict=True)
         )
         return (
             f"compact offsets [{self.first_dirty_offset}, {self.end_offset}) (dirty ratio {self.dirty_ratio:.3f}): "
             f"clean {len(self.log_sizes)} segment(s) into {len(self.groups)} ({groups}), "
             f"{self.bytes_before} B -> {self.bytes_after} B, {self.bytes_freed} B reclaimed, "
-            f"{self.records_removed} record(s) removed{self._throttled()}: {self.reason}"
+            f"{self.batches_after} of {self.batches_before} batch(es) and "
+            f"{self.records_before - self.records_removed} of {self.records_before} record(s) kept"
+            f"{self._throttled()}: {self.reason}"
         )
 
     def _throttled(self) -> str:
@@ -214,11 +220,23 @@ class CompactLog(Action):
             "endOffset": self.end_offset,
             "dirtyRatio": round(self.dirty_ratio, 6),
             "groups": [list(group) for group in self.groups],
+            "groupBytes": list(self.group_bytes),
             "bytesBefore": self.bytes_before,
             "bytesAfter": self.bytes_after,
+            "batchesBefore": self.batches_before,
+            "batchesAfter": self.batches_after,
+            "recordsBefore": self.records_before,
             "recordsRemoved": self.records_removed,
             "ioMaxBytesPerSecond": self.io_max_bytes_per_second,
         }
+
+    @property
+    def bytes_before(self) -> int:
+        return sum(size for _, size in self.log_sizes)
+
+    @property
+    def bytes_after(self) -> int:
+        return sum(self.group_bytes)
 
     @property
     def bytes_freed(self) -> int:
@@ -250,19 +268,43 @@ class CompactLog(Action):
                 found = None
             if found != size:
                 raise PlanStaleError(f"{path}: is no longer a file of {size} bytes since the plan was made; nothing more was applied (re-run to re-plan)")
-        source = OfflineSource(directory, self.topic_partition, self.config, directory, swap=True)
-        try:
-            end, _ = _cleaner(self.map_memory, self.load_factor, self.throttler).clean(
-                source, self.first_dirty_offset, self.first_uncleanable_offset, self.now_ms
+        end, stats, _ = _clean(
+            directory, self.topic_partition, self.config, self.first_dirty_offset, self.first_uncleanable_offset,
+            self.now_ms, self.map_memory, self.load_factor, SEGMENT_FILES, self.throttler,
+        )
+        planned = (self.end_offset, self.bytes_after, self.batches_after, self.records_removed)
+        done = (end, stats.bytes_written, stats.batches_written, stats.records_removed)
+        if done != planned:
+            raise PlanStaleError(
+                f"{directory}: the pass (end offset, bytes, batches written, records removed) was {done}, the plan "
+                f"said {planned}: the partition changed since the plan was made"
             )
-        finally:
-            source.close()
-        if end != self.end_offset:
-            raise PlanStaleError(f"{directory}: the pass ended at {end}, the plan said {self.end_offset}")
 
 
-def _cleaner(memory: int, load_factor: float, throttler: Throttler) -> Cleaner:
-    return Cleaner(SkimpyOffsetMap(memory), load_factor=load_factor, throttler=throttler)
+def _clean(
+    directory: Path,
+    tp: TopicPartition,
+    config: LogConfig,
+    first_dirty: int,
+    first_uncleanable: int,
+    now_ms: int,
+    memory: int,
+    load_factor: float,
+    output: CleanedOutput,
+    throttler: Throttler,
+) -> tuple[int, CleanerStats, tuple[tuple[int, int], ...]]:
+    """One pass over the partition at ``directory`` into ``output``: the end offset, the stats and the
+    ``(base offset, .log size)`` of every segment it read."""
+    source = OfflineSource(directory, tp, config)
+    try:
+        end, stats = Cleaner(
+            SkimpyOffsetMap(memory), load_factor=load_factor, throttler=throttler, output=output
+        ).clean(
+            source, first_dirty, first_uncleanable, now_ms
+        )
+        return end, stats, tuple((s.base_offset, s.size) for s in source.segments_between(0, end))
+    finally:
+        source.close()
 
 
 def _last_stable_offset(partition: PartitionView, directory: Path) -> int:
@@ -310,8 +352,8 @@ def plan_compact(
     """One cleaning pass over every compacted partition of ``view`` at ``now_ms`` (see the module doc); with
     ``force`` (the command's default) every log with cleanable bytes, else only those a broker's cleaner would
     pick (dirty ratio above ``min.cleanable.dirty.ratio`` or ``max.compaction.lag.ms`` due). Reads only (the
-    simulation writes in a private temporary dir). The simulations and the actions' passes are throttled together
-    to ``log.cleaner.io.max.bytes.per.second`` (``sleep`` and ``monotonic`` time the throttle). Raises :class:`PlanError` for a partition needing recovery.
+    pass is counted, not written). The counted passes and the actions' passes are throttled together to
+    ``log.cleaner.io.max.bytes.per.second`` (``sleep`` and ``monotonic`` time the throttle). Raises :class:`PlanError` for a partition needing recovery.
     O(bytes of the compacted logs)."""
     damaged = [p for p in view.partitions if p.needs_recovery]
     if damaged:
@@ -381,20 +423,12 @@ def _simulate(
     load_factor: float,
     throttler: Throttler,
 ) -> CompactLog:
-    """Run the pass with its output in a temporary dir: the groups and bytes the real run will produce."""
-    with tempfile.TemporaryDirectory(prefix="logmgr-compact-") as scratch:
-        source = OfflineSource(directory, tp, config, Path(scratch), swap=False)
-        try:
-            end, stats = _cleaner(memory, load_factor, throttler).clean(source, ltc.first_dirty_offset, ltc.first_uncleanable_offset, now_ms)
-            read = source.segments_between(0, end)
-            sizes = tuple((s.base_offset, s.size) for s in read)
-            groups_bases = [
-                [s.base_offset for s in group]
-                for group in group_segments_by_size(read, config.segment_bytes, config.segment_index_bytes, ltc.first_uncleanable_offset)
-            ]
-        finally:
-            source.close()
-    assert [bases for bases, _ in source.written] == groups_bases
+    """Run the pass into a counting output: the groups and figures the real run will produce, nothing written."""
+    counted = CountingOutput()
+    end, stats, sizes = _clean(
+        directory, tp, config, ltc.first_dirty_offset, ltc.first_uncleanable_offset, now_ms, memory, load_factor, counted,
+        throttler,
+    )
     return CompactLog(
         partition.name,
         tp,
@@ -405,10 +439,12 @@ def _simulate(
         now_ms,
         memory,
         load_factor,
-        tuple(tuple(group) for group in groups_bases),
+        tuple(group.bases for group in counted.groups),
+        tuple(group.size for group in counted.groups),
         sizes,
-        sum(size for _, size in sizes),
-        sum(size for _, size in source.written),
+        stats.batches_read,
+        stats.batches_written,
+        stats.messages_read,
         stats.records_removed,
         ltc.cleanable_ratio,
         "Kafka's LogCleaner pass (latest record per key, expired tombstones and markers, aborted data removed)",

@@ -139,11 +139,8 @@ def plan_cleanup(
             new_starts[tp] = (chosen.new_log_start_offset, first_base)
             if not effective.known:
                 warnings.append(
-                    f"{partition.name}: the config of topic {tp.topic!r} is unknown (no KRaft metadata or flag names "
-                    f"it) and {len(chosen.deletions)} segment(s) would be deleted under "
-                    f"{_setting(effective, 'cleanup.policy')}, {_setting(effective, 'retention.ms')}, "
-                    f"{_setting(effective, 'retention.bytes')}; if it is compacted, pass "
-                    f"--topic-config {tp.topic}:cleanup.policy=compact"
+                    f"{partition.name}: "
+                    + unknown_config_warning(effective, f"{len(chosen.deletions)} segment(s) would be deleted")
                 )
         partitions.append(PartitionPlan(partition.name, tuple(actions), tuple(partition_notes.get(tp, ()))))
     topic_notes = [_topic_note(configs[topic]) for topic in sorted(configs)]
@@ -154,6 +151,17 @@ def plan_cleanup(
         _checkpoint_actions(view, new_starts),
         tuple(warnings),
         (*notes, *topic_notes),
+    )
+
+
+def unknown_config_warning(effective: EffectiveTopicConfig, consequence: str) -> str:
+    """Why a topic whose config nothing names (a ZooKeeper-era dir without flags) is at risk: ``consequence``
+    (``"3 segment(s) would be deleted"``) under the retention settings that apply, and the flag that fixes it. O(1)."""
+    topic = effective.topic
+    return (
+        f"the config of topic {topic!r} is unknown (no KRaft metadata or flag names it) and {consequence} under "
+        + ", ".join(_setting(effective, key) for key in RETENTION_KEYS)
+        + f"; if it is compacted, pass --topic-config {topic}:cleanup.policy=compact"
     )
 
 

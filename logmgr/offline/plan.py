@@ -1,8 +1,8 @@
 """Plan, then apply: the one way an offline command changes a log dir.
 
-A command that writes (``cleanup``, ``recover``, ``reindex`` in place, ``flush``, ``checkpoints set``) first builds a
-:class:`LogDirPlan` by reading only: every file it will create, truncate, rebuild, rename or delete and every
-checkpoint entry it will change, each with the reason and the bytes involved. ``--dry-run`` prints the plan;
+A command that writes (``cleanup``, ``recover``, ``compact``, ``reindex`` in place with or without ``--key-index``,
+``flush``, ``checkpoints set``) first builds a :class:`LogDirPlan` by reading only: every file it will create,
+truncate, rebuild, rename or delete and every checkpoint entry it will change, each with the reason and the bytes involved. ``--dry-run`` prints the plan;
 the real run hands the same object to :func:`apply_plan`, which executes exactly its actions in order and reports
 each one as it completes. Nothing else is written (the dir's ``.lock``, taken around the run, is the only file the
 command itself may create).
@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 from checkpoints.atomic import atomic_write_bytes, fsync_dir
 from logmgr.errors import KafkaStorageError, PlanStaleError
+from segments.key_index import KEY_INDEX_SUFFIX
 from segments.naming import (
     filename_prefix_from_offset,
     log_file,
@@ -394,6 +395,49 @@ class RebuildIndexes(Action):
             rebuild_segment_indexes(directory, self.base_offset, index_interval_bytes=self.index_interval_bytes)
         except OSError as err:
             raise _storage_error(directory, f"index rebuild of segment {self.base_offset}", err) from err
+
+
+@dataclass(frozen=True)
+class RebuildKeyIndex(Action):
+    """(Re)build a segment's key index (``.keyindex``) from its ``.log`` (the valid prefix): written beside it
+    under a temporary name, fsynced, renamed over the old file, the dir fsynced. The partition need not enable the
+    key index."""
+
+    kind: ClassVar[str] = "rebuild-key-index"
+    partition: str
+    base_offset: int
+    log_size: int
+    """The ``.log``'s size, checked before acting."""
+    key_index_size: int | None
+    """The ``.keyindex``'s size now (None: absent), checked before acting."""
+    reason: str
+
+    def _name(self) -> str:
+        return filename_prefix_from_offset(self.base_offset) + KEY_INDEX_SUFFIX
+
+    def describe(self) -> str:
+        if self.key_index_size is None:
+            return f"build the key index {self._name()}: {self.reason}"
+        return f"rebuild the key index {self._name()} ({self.key_index_size} B): {self.reason}"
+
+    def fields(self) -> dict[str, Any]:
+        return {"partition": self.partition, "baseOffset": self.base_offset, "file": self._name(), "bytesBefore": self.key_index_size}
+
+    def predict(self, tree: Tree) -> None:
+        tree[f"{self.partition}/{self._name()}"] = DERIVED
+
+    def apply(self, log_dir: Path) -> None:
+        # Imported here, as for RebuildIndexes.
+        from logmgr.reindex import rebuild_segment_key_index
+
+        directory = log_dir / self.partition
+        for path, size in ((log_file(directory, self.base_offset), self.log_size), (directory / self._name(), self.key_index_size)):
+            if _regular_size(path) != size:
+                raise _stale(path, "is no longer absent" if size is None else f"is no longer a file of {size} bytes")
+        try:
+            rebuild_segment_key_index(directory, self.base_offset)
+        except OSError as err:
+            raise _storage_error(directory / self._name(), "key index rebuild", err) from err
 
 
 @dataclass(frozen=True)
