@@ -413,10 +413,7 @@ def _print_by_key(
         for found in _walk(segments, first):
             if found.batch.base_offset >= stop:
                 return
-            try:
-                found.batch.ensure_valid()
-            except StorageFormatError as err:
-                raise err.at(found.path, position_base=found.position) from None
+            found.ensure_valid()
             yield found.batch
 
     records = query_segments(

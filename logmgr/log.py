@@ -133,8 +133,17 @@ class FetchDataInfo:
     def batches(self) -> list[DefaultRecordBatch]:
         """The fetched batches (magic 2 views; legacy data is never appended by logmgr), as raw views: their
         CRCs are not checked, as Kafka's broker serves fetches unchecked and leaves the check to the consumer.
-        Decode through :meth:`iter_records`, which checks them. O(size)."""
+        Decode through :meth:`iter_records` or :meth:`checked_batches`, which check them. O(size)."""
         return [found.batch for found in iter_batches(self.records) if isinstance(found.batch, DefaultRecordBatch)]
+
+    def checked_batches(self) -> Iterator[FileBatch]:
+        """The fetched batches located in their segment file, each CRC-checked before it is handed out (a consumer
+        with ``check.crcs=true``): a failing one raises :class:`CorruptRecordError` naming the file and the
+        batch's position in it. O(size), one batch checked at a time."""
+        for found in iter_batches(self.records):
+            located = FileBatch(self.position + found.position, found.batch, self.path)
+            located.ensure_valid()
+            yield located
 
     def iter_records(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS) -> Iterator[Record]:
         """Every record of the fetched batches, as a consumer with ``check.crcs=true`` reads them: each batch's

@@ -398,3 +398,40 @@ def test_files_of_segments_gone_from_the_log_are_removed_at_registration(tmp_pat
     assert not orphan.exists()
     assert key_index_file(log.dir, 0).exists()
     log.close()
+
+
+def test_bug_query_by_key_served_a_batch_failing_its_crc(tmp_path: Path) -> None:
+    """Regression (issue 11, item 1): ``Log.query_by_key`` decoded the batches of its ``Log.read`` fetches without
+    checking their CRC, so a record damaged on disk was returned as good. Now the query (through the index and by
+    scanning) and ``read --key`` refuse the batch with an error naming the segment file and the batch's position."""
+    from click.testing import CliRunner
+
+    from cli.main import main as cli
+    from segments.errors import CorruptRecordError
+    from segments.records import CRC_OFFSET
+
+    clock = ManualClock(T0)
+    pdir = tmp_path / "t-0"
+    log = open_log(pdir, clock)
+    dispatcher = KeyIndexDispatcher()
+    dispatcher.register(log)
+    for i in range(4):
+        log.append_records([SimpleRecord(b"value-%d" % i, b"k", T0 + i)])
+    dispatcher.drain()
+    segment = pdir / "00000000000000000000.log"
+    batches = list(iter_batches(segment.read_bytes()))
+    damaged = batches[2]
+    with open(segment, "r+b") as out:  # the last value byte of offset 2, under the CRC
+        out.seek(damaged.end_position - 2)
+        out.write(b"X")
+    for indexed in (True, False):
+        if not indexed:
+            key_index_file(pdir, 0).unlink()
+        with pytest.raises(CorruptRecordError, match="crc") as refused:
+            log.query_by_key(b"k")
+        assert refused.value.path == str(segment) and refused.value.position == damaged.position + CRC_OFFSET
+    dispatcher.stop()
+    log.close()
+    result = CliRunner().invoke(cli, ["read", str(tmp_path), "t-0", "--key", "k"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert str(segment) in result.stderr and f"position {damaged.position + CRC_OFFSET}" in result.stderr
