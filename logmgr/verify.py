@@ -141,16 +141,19 @@ def verify_paths(
     return report
 
 
-def segment_index_problems(log_path: Path) -> list[Problem]:
-    """What ``verify`` finds wrong in the ``.index`` and ``.timeindex`` beside ``log_path`` when checked against its
-    batches (entries at batch starts, offsets and timestamps those batches hold); problems of the ``.log`` itself are
-    left out. ``recover`` rebuilds the indexes of a segment with any. O(segment bytes + entries)."""
+def segment_index_problems(
+    log_path: Path, suffixes: tuple[str, ...] = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+) -> list[Problem]:
+    """What ``verify`` finds wrong in the indexes beside ``log_path`` named by ``suffixes`` (by default ``.index``
+    and ``.timeindex``) when checked against its batches (entries at batch starts, offsets and timestamps those
+    batches hold); problems of the ``.log`` itself are left out. ``recover`` rebuilds the indexes of a segment with
+    any, and deletes a ``.keyindex`` with any. O(segment bytes + entries)."""
     report = VerifyReport()
     verifier = _Verifier(report, None)
     base = offset_from_file_name(log_path.name)
     log_scans = {base: verifier.verify_batches(log_path, base)}
     report.problems.clear()
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in suffixes:
         index = log_path.with_name(log_path.name[: -len(LOG_SUFFIX)] + suffix)
         if index.exists():
             verifier.verify_file(index, log_scans)
