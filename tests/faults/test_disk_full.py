@@ -814,7 +814,8 @@ def test_bug_roll_check_io_error_reached_the_caller_as_a_raw_oserror(
     big, sib, healthy = (manager.get_or_create_log(topic, 0) for topic in ("big", "sib", "healthy"))
     acked = ends(big, sib, healthy)
     fault = inject(monkeypatch, segments.file_records, "pread", errno.EIO, d1, ".log")
-    with pytest.raises(KafkaStorageError, match=r"roll check failed in .*Input/output error.*00000000000000000000\.log"):
+    failure = r"roll check failed in .*Input/output error.*00000000000000000000\.log"
+    with pytest.raises(KafkaStorageError, match=failure):
         produce(big)
     assert fault.hits == 1 and big.log_end_offset == acked["big-0"]
     assert big.is_offline and sib.is_offline and offline_dirs(manager) == {"d1": True, "d2": False}
