@@ -93,6 +93,11 @@ class CorruptBatches:
             self.skipped += 1
             click.echo(f"skipped a corrupt batch: {err}", err=True)
 
+    def report(self) -> None:
+        """Say on stderr how many batches were skipped, if any. O(1)."""
+        if self.skipped:
+            click.echo(f"skipped {self.skipped} corrupt batch(es)", err=True)
+
 
 class _Lines:
     """Output lines written in chunks: one write (and flush) per 512 lines instead of one per record, which was
@@ -353,7 +358,8 @@ def read(
             )
         if key is not None:
             printed = _print_by_key(tp, partition_dir, segments, key.encode(), start, end, min_time, max_time,
-                                    max_records, decode)
+                                    max_records, decode, max_value_bytes, corrupt)
+            corrupt.report()
             if printed == 0 and max_records != 0:
                 click.echo(f"no records with key {key!r} at or after offset {start}; log end offset is {end}", err=True)
             return
@@ -384,8 +390,7 @@ def read(
                 printed += 1
                 if max_records is not None and printed >= max_records:
                     break
-    if corrupt.skipped:
-        click.echo(f"skipped {corrupt.skipped} corrupt batch(es)", err=True)
+    corrupt.report()
     if printed == 0 and max_records != 0:
         # An empty stdout alone cannot tell "nothing there" from "wrong partition or offset".
         click.echo(_nothing_read(start, end, from_time, stable_end), err=True)
@@ -402,19 +407,21 @@ def _print_by_key(
     max_time: int | None,
     max_records: int | None,
     decode: str,
+    max_value_bytes: int | None,
+    corrupt: CorruptBatches,
 ) -> int:
     """Print the records with ``key`` from ``start`` on, through the key index. Returns how many. O(segments +
     chains + records read)."""
     bases = [s.base_offset for s in segments]
     bounds = list(zip(bases, [*bases[1:], end], strict=True))
 
-    def read(first: int, stop: int, _max_bytes: int) -> Iterator[RecordBatch]:
-        # Every batch the query decodes is CRC-checked first, as in the offset path: none is served corrupt.
+    def read(first: int, stop: int, _max_bytes: int) -> Iterator[tuple[RecordBatch, Iterator[Record]]]:
+        # As in the offset path, every batch the query decodes goes through ``corrupt``: CRC-checked and within
+        # the limits, or skipped and counted with --skip-corrupt; none is served corrupt.
         for found in _walk(segments, first):
             if found.batch.base_offset >= stop:
                 return
-            found.ensure_valid()
-            yield found.batch
+            yield found.batch, corrupt.records(found)
 
     records = query_segments(
         partition_dir, bounds, read, key, log_start=start, begin_timestamp=min_time, end_timestamp=max_time,
@@ -422,7 +429,7 @@ def _print_by_key(
     )
     for record in records:
         found = next(_walk(segments, record.offset))
-        click.echo(json.dumps(record_json(tp, found.batch, record, decode)))
+        click.echo(json.dumps(record_json(tp, found.batch, record, decode, max_value_bytes)))
     return len(records)
 
 

@@ -42,10 +42,11 @@ logger = logging.getLogger(__name__)
 _READ_BYTES = 1 << 20
 
 
-BatchReader = Callable[[int, int, int], Iterator[RecordBatch]]
-"""``(start, stop, max_bytes)`` -> the batches holding offsets in ``[start, stop)``, in order, each CRC-checked
-(records are decoded from them unchecked); ``max_bytes`` is a hint of how much the caller wants (a lookup wants
-one batch)."""
+BatchReader = Callable[[int, int, int], Iterator[tuple[RecordBatch, Iterator[Record]]]]
+"""``(start, stop, max_bytes)`` -> the batches holding offsets in ``[start, stop)``, in order, each with its
+records: a lazy iterator that checks the CRC (or the reader's checked it before) and decodes within the reader's
+limits, so the reader decides what a corrupt batch does (raise naming the file, or skip); ``max_bytes`` is a hint
+of how much the caller wants (a lookup wants one batch)."""
 
 
 def log_batches(log: Log) -> BatchReader:
@@ -54,14 +55,14 @@ def log_batches(log: Log) -> BatchReader:
     segment file and the batch's position)."""
     from logmgr.log import Isolation
 
-    def read(start: int, stop: int, max_bytes: int) -> Iterator[RecordBatch]:
+    def read(start: int, stop: int, max_bytes: int) -> Iterator[tuple[RecordBatch, Iterator[Record]]]:
         offset = max(start, log.log_start_offset)
         while offset < stop:
             fetch = log.read(offset, max_bytes, isolation=Isolation.LOG_END, max_offset=stop)
             if not fetch.records:
                 return
             for found in fetch.checked_batches():
-                yield found.batch
+                yield found.batch, found.iter_records(fetch.limits, check_crc=False)
                 offset = max(offset, found.batch.next_offset)
 
     return read
@@ -71,9 +72,9 @@ def _records(read: BatchReader, start: int, stop: int) -> Iterator[Record]:
     """Data records with offsets in ``[start, stop)``. O(bytes read)."""
     if start >= stop:
         return
-    for batch in read(start, stop, _READ_BYTES):
+    for batch, records in read(start, stop, _READ_BYTES):
         if not batch.is_control:
-            for record in batch.iter_records(check_crc=False):
+            for record in records:
                 if start <= record.offset < stop:
                     yield record
 
@@ -82,16 +83,17 @@ def _records_at(read: BatchReader, offsets: list[int], stop: int) -> Iterator[Re
     """The records at ``offsets`` (ascending), one batch read per batch holding some. O(batches touched)."""
     i = 0
     while i < len(offsets):
-        batch = next(iter(read(offsets[i], stop, 1)), None)
-        if batch is None:
+        found = next(iter(read(offsets[i], stop, 1)), None)
+        if found is None:
             return
+        batch, records = found
         wanted = set()
         while i < len(offsets) and offsets[i] <= batch.last_offset:
             wanted.add(offsets[i])
             i += 1
         if not batch.is_control:
             # Streamed: a batch of millions of records is never held decoded for the few wanted.
-            yield from (r for r in batch.iter_records(check_crc=False) if r.offset in wanted)
+            yield from (r for r in records if r.offset in wanted)
 
 
 def _wanted(record: Record, key: bytes, begin_timestamp: int | None, end_timestamp: int | None) -> bool:
