@@ -20,6 +20,7 @@ from cli.main import main
 from logmgr.errors import ConfigError
 from logmgr.topic_configs import TopicConfigResolver, TopicDecodeLimits
 from segments.compression import CompressionType
+from segments.errors import RecordTooLargeError
 from segments.records import DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_RECORD_BYTES, DecodeLimits
 from tests.faults.hostile_batches import huge_value_batch, write_partition
 
@@ -129,3 +130,50 @@ def test_topic_decode_limits_by_segment_path(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError):
         TopicDecodeLimits(failing)
+
+
+# --- the Spark source and export ------------------------------------------------------------------------------
+
+
+def test_spark_max_message_bytes_option_parses_one_size_or_a_size_per_topic() -> None:
+    from logmgr.spark.options import parse_options
+
+    assert parse_options({"path": "/x"}).decode_limits("big") == DecodeLimits()
+    every = parse_options({"path": "/x", "maxMessageBytes": str(TOPIC_LIMIT)})
+    admitted = DecodeLimits(TOPIC_LIMIT, DEFAULT_MAX_BATCH_BYTES)
+    assert every.decode_limits("big") == every.decode_limits("other") == admitted
+    per_topic = parse_options({"path": "/x", "maxmessagebytes": json.dumps({"big": TOPIC_LIMIT})})
+    assert per_topic.decode_limits("big").max_record_bytes == TOPIC_LIMIT
+    assert per_topic.decode_limits("other") == DecodeLimits()
+    for bad in ("lots", "-1", '{"big": "x"}', '{"big": -1}', "{"):
+        with pytest.raises(ConfigError, match="maxMessageBytes"):
+            parse_options({"path": "/x", "maxMessageBytes": bad})
+
+
+def test_bug_spark_reader_refused_a_record_its_topics_max_message_bytes_admits(big_dir: Path) -> None:
+    """Regression (issue 11): the ``kafka-log`` slice reader decoded within the fixed 64 MiB record limit; the
+    ``maxMessageBytes`` option (which ``export`` sets from the topic configs) now raises it for the topic."""
+    from logmgr.spark.options import parse_options
+    from logmgr.spark.scan import plan_scan, read_slice
+
+    def values(options: dict[str, str]) -> list[int]:
+        parsed = parse_options({"path": str(big_dir), **options})
+        tables = [t for piece in plan_scan(parsed).slices for t in read_slice(piece, parsed.columns)]
+        return [len(value.as_py()) for table in tables for value in table.column("value")]
+
+    with pytest.raises(RecordTooLargeError, match="exceeds the limit"):
+        values({})
+    assert values({"maxMessageBytes": json.dumps({"big": TOPIC_LIMIT})}) == [BIG]
+
+
+def test_bug_export_refused_a_record_its_topics_max_message_bytes_admits(
+    spark: object, big_dir: Path, tmp_path: Path
+) -> None:
+    """Regression (issue 11): ``export`` read through the source's fixed 64 MiB limit; it now passes each topic's
+    ``max.message.bytes`` from the topic configs (here ``--topic-config``) as ``maxMessageBytes``."""
+    base = ["export", big_dir, "--to", "parquet", "--json"]
+    refused = _run(*base, "--out", tmp_path / "refused")
+    assert refused.exit_code == 1 and "exceeds the limit" in refused.stderr
+    done = _run(*base, "--out", tmp_path / "out", "--topic-config", ADMITTED)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["rows"] == 1

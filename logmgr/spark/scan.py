@@ -48,7 +48,13 @@ from segments.naming import (
     producer_snapshot_file,
     transaction_index_file,
 )
-from segments.records import ControlRecordType, DefaultRecordBatch, RecordBatch
+from segments.records import (
+    DEFAULT_DECODE_LIMITS,
+    ControlRecordType,
+    DecodeLimits,
+    DefaultRecordBatch,
+    RecordBatch,
+)
 from segments.transaction_index import TransactionIndex
 from segments.transactions import TransactionTracker
 
@@ -103,6 +109,8 @@ class SegmentSlice:
     min_timestamp: int | None = None
     read_committed: bool = False
     aborted: tuple[AbortedRange, ...] = ()
+    limits: DecodeLimits = DEFAULT_DECODE_LIMITS
+    """What the topic's records are decoded within (:meth:`ReadOptions.decode_limits`)."""
 
     @property
     def log_path(self) -> Path:
@@ -411,6 +419,7 @@ class _PartitionPlanner:
         template = SegmentSlice(
             self.tp.topic, self.tp.partition, str(self.directory), base, position, size, start, end,
             self.bounds.min_timestamp, self.options.read_committed, relevant,
+            self.options.decode_limits(self.tp.topic),
         )
         for begin, finish in itertools.pairwise(cuts):
             self.out.slices.append(replace(template, start_position=begin, end_position=finish))
@@ -503,7 +512,7 @@ def read_slice(
                     if decoder.pending_rows and not decoder.holds_legacy:
                         yield from flush()
                     # A wrapper may hold millions of messages: they are queued (and flushed) in slices.
-                    records = batch.iter_records(check_crc=False)
+                    records = batch.iter_records(piece.limits, check_crc=False)
                     while chunk := list(itertools.islice(records, TARGET_ROWS)):
                         decoder.add_legacy(batch, chunk)
                         if decoder.pending_rows >= TARGET_ROWS:
@@ -548,7 +557,7 @@ def read_slice(
                     # One batch larger than an Arrow batch (tens of millions of records, or a huge record): its
                     # records are framed one at a time and decoded in slices, within the decode limits.
                     for region, count in batch.record_slices(
-                        max_slice_records=TARGET_ROWS, max_slice_bytes=TARGET_BYTES
+                        piece.limits, max_slice_records=TARGET_ROWS, max_slice_bytes=TARGET_BYTES
                     ):
                         decoder.add(batch, region, position=found.position, count=count)
                         if decoder.pending_rows >= TARGET_ROWS or decoder.pending_bytes >= TARGET_BYTES:
