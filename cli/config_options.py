@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import click
 
-from logmgr.topic_configs import ConfigSource, TopicConfigResolver, load_resolver
+from logmgr.topic_configs import ConfigSource, TopicConfigResolver, TopicDecodeLimits, load_resolver
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,4 +97,19 @@ def build_resolver(
         broker_flags={
             key: (value, ConfigSource("flag", flag)) for key, (value, flag) in (broker_flags or {}).items()
         },
+    )
+
+
+def topic_decode_limits(
+    options: ConfigOptions, *, max_record_bytes: int | None = None, max_batch_bytes: int | None = None
+) -> TopicDecodeLimits:
+    """The decode limits of every topic under ``options`` (a reader's ``--config``/``--topic-config``/
+    ``--topic-configs`` and each log dir's KRaft metadata), with a reader's explicit ``--max-record-bytes`` /
+    ``--max-batch-bytes`` over them; a log dir whose configs cannot be read is named in a ``warning:`` line on
+    stderr. Raises ``ConfigError`` for a bad flag, line or value of ``options``. O(files read)."""
+    return TopicDecodeLimits(
+        lambda log_dirs: build_resolver(log_dirs, options),
+        max_record_bytes=max_record_bytes,
+        max_batch_bytes=max_batch_bytes,
+        warn=lambda message: click.echo(f"warning: {message}", err=True),
     )

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from cli.common import one_line_errors
+from cli.config_options import ConfigOptions, topic_decode_limits
 from cli.read_cmd import decode_limit_options
 from logmgr.dump import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -19,7 +21,6 @@ from logmgr.dump import (
     RecordDecoder,
     dump_files,
 )
-from segments.records import DecodeLimits
 
 _CHUNK_LINES = 512
 _JSON = json.JSONEncoder(separators=(",", ":"))
@@ -191,6 +192,7 @@ def _files(file_lists: tuple[str, ...], files: tuple[Path, ...]) -> list[str | P
     is_flag=True,
     help="Kafka's __share_group_state decoder: refused (exit 2), not supported.",
 )
+@one_line_errors
 def dump(
     files: tuple[Path, ...],
     file_lists: tuple[str, ...],
@@ -203,8 +205,9 @@ def dump(
     max_bytes: int,
     max_message_size: int,
     max_value_bytes: int | None,
-    max_record_bytes: int,
-    max_batch_bytes: int,
+    max_record_bytes: int | None,
+    max_batch_bytes: int | None,
+    config_options: ConfigOptions,
     key_decoder_class: str | None,
     value_decoder_class: str | None,
     **decoder_flags: bool,
@@ -219,7 +222,10 @@ def dump(
 
     Corrupt or unreadable input is reported on stderr with its file and byte position (or line) and the dump
     goes on; the exit status is then 1 (also for a batch failing its CRC, invalid bytes at the end of a .log or
-    an index failing --index-sanity-check). Usage errors exit 2.
+    an index failing --index-sanity-check). Usage errors exit 2. Records are decoded within the larger of their
+    topic's max.message.bytes (from the KRaft metadata of the log dir holding the file, --config, --topic-config
+    or --topic-configs) and 64 MiB per record, 256 MiB per batch, unless --max-record-bytes/--max-batch-bytes
+    say otherwise.
 
     \b
     Examples:
@@ -247,8 +253,10 @@ def dump(
         verify_index_only=verify_index_only,
         max_bytes=max_bytes,
         max_message_size=max_message_size,
-        limits=DecodeLimits(max_record_bytes, max_batch_bytes),
         max_value_bytes=max_value_bytes,
+        segment_limits=topic_decode_limits(
+            config_options, max_record_bytes=max_record_bytes, max_batch_bytes=max_batch_bytes
+        ).for_segment,
     )
     _print(dump_files(_files(file_lists, files), options))
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cli.common import Failure, one_line_errors
+from cli.config_options import ConfigOptions, topic_config_options, topic_decode_limits
 from cli.read_cmd import parse_time
 
 if TYPE_CHECKING:
@@ -114,6 +115,19 @@ def _summary(result: ExportResult) -> list[str]:
     return lines
 
 
+def _max_message_bytes(paths: tuple[Path, ...], options: ConfigOptions) -> dict[str, int]:
+    """Every topic with a partition in ``paths`` (log or partition dirs) -> its ``max.message.bytes`` (the
+    largest where the dirs disagree). O(partitions) plus each log dir's configs."""
+    from logmgr.spark.scan import find_partition_dirs
+
+    limits = topic_decode_limits(options)
+    found: dict[str, int] = {}
+    for tp, directory in find_partition_dirs(tuple(map(str, paths))):
+        size = limits.max_message_bytes(Path(directory).parent, tp.topic)
+        found[tp.topic] = max(size, found.get(tp.topic, 0))
+    return found
+
+
 @click.command()
 @click.argument(
     "log_dirs",
@@ -169,6 +183,7 @@ def _summary(result: ExportResult) -> list[str]:
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
 @click.option("--resume", is_flag=True, help="Continue the export in --out: only offsets after its last run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the run.")
+@topic_config_options
 @one_line_errors
 def export(
     log_dirs: tuple[Path, ...],
@@ -185,12 +200,15 @@ def export(
     master: str,
     resume: bool,
     as_json: bool,
+    config_options: ConfigOptions,
 ) -> None:
     """Export the records of Kafka log dirs (or partition dirs) to Parquet, ORC or JSON files with Spark
     (needs the spark extra: pip install 'logmgr[spark]'). Rows have the schema of Spark's Kafka source. Each
     partition's offset range is fixed before reading, so records appended meanwhile wait for the next run;
     <out>/_logmgr_manifest.json records every run's ranges and row counts, and --resume exports only what came
-    after the last run. Read-only on the log dirs: no lock is taken.
+    after the last run. Read-only on the log dirs: no lock is taken. Each topic's records are decoded within the
+    larger of its max.message.bytes (from the KRaft metadata, --config, --topic-config or --topic-configs) and
+    64 MiB per record, 256 MiB per batch.
 
     \b
     Examples:
@@ -223,6 +241,7 @@ def export(
         include_headers=include_headers,
         partition_by=columns,
         resume=resume,
+        max_message_bytes=_max_message_bytes(log_dirs, config_options),
     )
     if plan.to_read:
         with spark_errors_as_failures(), spark_session(master) as spark:

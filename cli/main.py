@@ -19,12 +19,13 @@ from cli.checkpoints_cmd import checkpoints
 from cli.cleanup_cmd import cleanup
 from cli.common import Failure, LogmgrGroup, ProgressBar, one_line_errors
 from cli.compact_cmd import compact
+from cli.config_options import ConfigOptions, topic_decode_limits
 from cli.configs_cmd import configs
 from cli.dump_cmd import dump
 from cli.export_cmd import export
 from cli.flush_cmd import flush
 from cli.info_cmd import info
-from cli.read_cmd import read
+from cli.read_cmd import decode_limit_options, read
 from cli.recover_cmd import recover
 from cli.reindex_cmd import reindex
 from cli.serve_cmd import serve
@@ -58,17 +59,28 @@ def _files_under(paths: tuple[Path, ...]) -> list[Path]:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with totals and problems.")
+@decode_limit_options
 @one_line_errors
-def verify(paths: tuple[Path, ...], as_json: bool) -> None:
+def verify(
+    paths: tuple[Path, ...],
+    as_json: bool,
+    max_record_bytes: int | None,
+    max_batch_bytes: int | None,
+    config_options: ConfigOptions,
+) -> None:
     """Verify log dirs, partition dirs or single files: every batch CRC and record, every index, snapshot and
     checkpoint. Exits 0 when clean, 1 when problems are found or a path holds no Kafka data (a text file, an
-    empty dir). An index without its .log is a warning (Kafka deletes it on load), not a problem.
+    empty dir). An index without its .log is a warning (Kafka deletes it on load), not a problem. A record or
+    batch above the larger of its topic's max.message.bytes (from the KRaft metadata, --config, --topic-config
+    or --topic-configs) and 64 MiB per record, 256 MiB per batch (or --max-record-bytes/--max-batch-bytes) is a
+    problem.
 
     \b
     Examples:
         logmgr verify /var/lib/kafka/data
         logmgr verify /var/lib/kafka/data/orders-0/00000000000000000000.log --json
     """
+    limits = topic_decode_limits(config_options, max_record_bytes=max_record_bytes, max_batch_bytes=max_batch_bytes)
     with ProgressBar("verifying", as_json=as_json) as bar:
         total = sum(1 for _ in _files_under(paths)) if bar.enabled else 0
         done = 0
@@ -78,7 +90,7 @@ def verify(paths: tuple[Path, ...], as_json: bool) -> None:
             done += 1
             bar.update(done, max(total, done), path.name)
 
-        report = verify_paths(paths, progress=progress)
+        report = verify_paths(paths, progress=progress, limits=limits.for_segment)
     if as_json:
         click.echo(json.dumps(report.to_dict()))
     elif len(empty := [p for p in report.problems if p.error in NO_KAFKA_DATA_ERRORS]) == len(paths):

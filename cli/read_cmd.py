@@ -20,6 +20,7 @@ import click
 
 from checkpoints import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from cli.common import Failure, one_line_errors, topic_partition_argument
+from cli.config_options import ConfigOptions, topic_config_options, topic_decode_limits
 from logmgr.errors import OffsetOutOfRangeError
 from logmgr.key_index import query_segments
 from logmgr.log_dirs import readonly_segments
@@ -55,22 +56,22 @@ def parse_time(text: str) -> int:
 
 def decode_limit_options(func: F) -> F:
     """The ``--max-record-bytes`` / ``--max-batch-bytes`` options (read into ``max_record_bytes`` and
-    ``max_batch_bytes``) of every command that decodes records."""
+    ``max_batch_bytes``, None when not given) and the topic config options (``config_options``, see
+    :mod:`cli.config_options`) of every command that decodes records: by default a topic's records are decoded
+    within the larger of its ``max.message.bytes`` and the defaults (:meth:`DecodeLimits.for_max_message_bytes`)."""
     func = click.option(
         "--max-batch-bytes",
         type=click.IntRange(min=1),
-        default=DEFAULT_MAX_BATCH_BYTES,
-        show_default=True,
-        help="Refuse (as corrupt) a batch whose records take more bytes than this once decompressed.",
+        help="Refuse (as corrupt) a batch whose records take more bytes than this once decompressed [default: the "
+        f"larger of the topic's max.message.bytes and {DEFAULT_MAX_BATCH_BYTES}].",
     )(func)
-    return click.option(
+    func = click.option(
         "--max-record-bytes",
         type=click.IntRange(min=1),
-        default=DEFAULT_MAX_RECORD_BYTES,
-        show_default=True,
-        help="Refuse (as corrupt) a record larger than this; raise it to at least the topic's max.message.bytes "
-        "when that is larger.",
+        help="Refuse (as corrupt) a record larger than this [default: the larger of the topic's max.message.bytes "
+        f"(from the KRaft metadata, --config, --topic-config or --topic-configs) and {DEFAULT_MAX_RECORD_BYTES}].",
     )(func)
+    return topic_config_options(func)
 
 
 class CorruptBatches:
@@ -92,6 +93,11 @@ class CorruptBatches:
                 raise
             self.skipped += 1
             click.echo(f"skipped a corrupt batch: {err}", err=True)
+
+    def report(self) -> None:
+        """Say on stderr how many batches were skipped, if any. O(1)."""
+        if self.skipped:
+            click.echo(f"skipped {self.skipped} corrupt batch(es)", err=True)
 
 
 class _Lines:
@@ -289,8 +295,9 @@ def read(
     decode: str,
     max_value_bytes: int | None,
     skip_corrupt: bool,
-    max_record_bytes: int,
-    max_batch_bytes: int,
+    max_record_bytes: int | None,
+    max_batch_bytes: int | None,
+    config_options: ConfigOptions,
     key: str | None,
     to_time: str | None,
 ) -> None:
@@ -303,7 +310,9 @@ def read(
     A read that prints no record says why on stderr (exit 0); a start beyond the log end offset is Kafka's
     OffsetOutOfRange (exit 1). Every batch's CRC is checked before its records are printed, as a consumer with
     check.crcs=true does: a batch that fails it, or a record or batch above --max-record-bytes/--max-batch-bytes,
-    stops the read with exit 1 naming the file and position (--skip-corrupt skips and counts them instead).
+    stops the read with exit 1 naming the file and position (--skip-corrupt skips and counts them instead). Those
+    limits default to the topic's max.message.bytes when larger than 64 MiB/256 MiB, read as cleanup reads topic
+    configs: the log dir's KRaft metadata, then --config, --topic-configs and --topic-config.
 
     \b
     Examples:
@@ -337,7 +346,8 @@ def read(
     # Offsets below the checkpointed log start are logically deleted even while their segment remains.
     checkpointed_start = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read().get(tp, 0)
     printed = 0
-    corrupt = CorruptBatches(DecodeLimits(max_record_bytes, max_batch_bytes), skip=skip_corrupt)
+    limits = topic_decode_limits(config_options, max_record_bytes=max_record_bytes, max_batch_bytes=max_batch_bytes)
+    corrupt = CorruptBatches(limits.for_topic(log_dir, tp.topic), skip=skip_corrupt)
     lines = _Lines()
     with readonly_segments(partition_dir) as segments, contextlib.ExitStack() as stack:
         # Lines already decoded are printed before an error (a corrupt batch) is reported.
@@ -353,7 +363,8 @@ def read(
             )
         if key is not None:
             printed = _print_by_key(tp, partition_dir, segments, key.encode(), start, end, min_time, max_time,
-                                    max_records, decode)
+                                    max_records, decode, max_value_bytes, corrupt)
+            corrupt.report()
             if printed == 0 and max_records != 0:
                 click.echo(f"no records with key {key!r} at or after offset {start}; log end offset is {end}", err=True)
             return
@@ -384,8 +395,7 @@ def read(
                 printed += 1
                 if max_records is not None and printed >= max_records:
                     break
-    if corrupt.skipped:
-        click.echo(f"skipped {corrupt.skipped} corrupt batch(es)", err=True)
+    corrupt.report()
     if printed == 0 and max_records != 0:
         # An empty stdout alone cannot tell "nothing there" from "wrong partition or offset".
         click.echo(_nothing_read(start, end, from_time, stable_end), err=True)
@@ -402,22 +412,21 @@ def _print_by_key(
     max_time: int | None,
     max_records: int | None,
     decode: str,
+    max_value_bytes: int | None,
+    corrupt: CorruptBatches,
 ) -> int:
     """Print the records with ``key`` from ``start`` on, through the key index. Returns how many. O(segments +
     chains + records read)."""
     bases = [s.base_offset for s in segments]
     bounds = list(zip(bases, [*bases[1:], end], strict=True))
 
-    def read(first: int, stop: int, _max_bytes: int) -> Iterator[RecordBatch]:
-        # Every batch the query decodes is CRC-checked first, as in the offset path: none is served corrupt.
+    def read(first: int, stop: int, _max_bytes: int) -> Iterator[tuple[RecordBatch, Iterator[Record]]]:
+        # As in the offset path, every batch the query decodes goes through ``corrupt``: CRC-checked and within
+        # the limits, or skipped and counted with --skip-corrupt; none is served corrupt.
         for found in _walk(segments, first):
             if found.batch.base_offset >= stop:
                 return
-            try:
-                found.batch.ensure_valid()
-            except StorageFormatError as err:
-                raise err.at(found.path, position_base=found.position) from None
-            yield found.batch
+            yield found.batch, corrupt.records(found)
 
     records = query_segments(
         partition_dir, bounds, read, key, log_start=start, begin_timestamp=min_time, end_timestamp=max_time,
@@ -425,7 +434,7 @@ def _print_by_key(
     )
     for record in records:
         found = next(_walk(segments, record.offset))
-        click.echo(json.dumps(record_json(tp, found.batch, record, decode)))
+        click.echo(json.dumps(record_json(tp, found.batch, record, decode, max_value_bytes)))
     return len(records)
 
 

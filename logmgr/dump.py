@@ -43,6 +43,7 @@ import os
 import struct
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from checkpoints.clean_shutdown import CLEAN_SHUTDOWN_FILE, parse_clean_shutdown
@@ -130,9 +131,9 @@ class DumpOptions:
     KRaft snapshot) whose batches are read: only batches wholly inside the first ``max_bytes`` are dumped, and
     trailing invalid bytes are reported only when it is left at Kafka's default (``Int.MaxValue``).
     ``max_message_size`` is the largest batch (log overhead included) an offset-index entry may point at.
-    Records are streamed out of each batch within ``limits`` (a record or batch above them is reported as
-    corrupt); ``max_value_bytes`` cuts each printed key and payload to that many bytes, with a marker giving the
-    whole size.
+    Records are streamed out of each batch within ``limits``, or within ``segment_limits(path)`` when given (the
+    limits of the topic of the ``.log`` at ``path``): a record or batch above them is reported as corrupt.
+    ``max_value_bytes`` cuts each printed key and payload to that many bytes, with a marker giving the whole size.
     """
 
     deep_iteration: bool = False
@@ -146,6 +147,7 @@ class DumpOptions:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     limits: DecodeLimits = DEFAULT_DECODE_LIMITS
     max_value_bytes: int | None = None
+    segment_limits: Callable[[Path], DecodeLimits] | None = None
 
     @property
     def print_data(self) -> bool:
@@ -447,6 +449,9 @@ class _Dumper:
 
     def _dump_log(self, path: str) -> Iterator[DumpLine]:
         valid_bytes = 0
+        # The topic's limits are looked up (its configs read) only when records are decoded.
+        topic_limits = self._opts.segment_limits if self._opts.deep else None
+        limits = self._opts.limits if topic_limits is None else topic_limits(Path(path))
         gaps = _OffsetGaps()
         with FileRecords(path) as records:
             # Kafka reads a slice of the first max_bytes: a batch crossing that limit is not read.
@@ -460,7 +465,7 @@ class _Dumper:
                     break
                 if found is None:
                     break
-                yield from self._batch_lines(path, found, gaps)
+                yield from self._batch_lines(path, found, gaps, limits)
                 valid_bytes = found.end_position
         _add(self._reports.non_consecutive, path, gaps.gaps)
         if gaps.unlisted:
@@ -477,7 +482,9 @@ class _Dumper:
                 problem=True,
             )
 
-    def _batch_lines(self, path: str, found: FileBatch, gaps: _OffsetGaps) -> Iterator[DumpLine]:
+    def _batch_lines(
+        self, path: str, found: FileBatch, gaps: _OffsetGaps, limits: DecodeLimits
+    ) -> Iterator[DumpLine]:
         """The batch line, then (deep iteration) one line per record; a batch or record that cannot be decoded
         gives an error and the dump goes on with what follows."""
         batch = found.batch
@@ -495,7 +502,7 @@ class _Dumper:
             return
         # Kafka's tool prints the records of a batch failing its CRC too (marked isvalid: false), so the CRC is
         # not checked here; records come one at a time, and an error ends the batch's records.
-        records = found.iter_records(self._opts.limits, check_crc=False)
+        records = found.iter_records(limits, check_crc=False)
         while True:
             try:
                 record = next(records, None)

@@ -42,23 +42,27 @@ logger = logging.getLogger(__name__)
 _READ_BYTES = 1 << 20
 
 
-BatchReader = Callable[[int, int, int], Iterator[RecordBatch]]
-"""``(start, stop, max_bytes)`` -> the batches holding offsets in ``[start, stop)``, in order; ``max_bytes`` is a
-hint of how much the caller wants (a lookup wants one batch)."""
+BatchReader = Callable[[int, int, int], Iterator[tuple[RecordBatch, Iterator[Record]]]]
+"""``(start, stop, max_bytes)`` -> the batches holding offsets in ``[start, stop)``, in order, each with its
+records: a lazy iterator that checks the CRC (or the reader's checked it before) and decodes within the reader's
+limits, so the reader decides what a corrupt batch does (raise naming the file, or skip); ``max_bytes`` is a hint
+of how much the caller wants (a lookup wants one batch)."""
 
 
 def log_batches(log: Log) -> BatchReader:
-    """A :data:`BatchReader` over ``log`` through :meth:`Log.read` (never past the log end or below its start)."""
+    """A :data:`BatchReader` over ``log`` through :meth:`Log.read` (never past the log end or below its start);
+    every batch is CRC-checked before it is handed out, so no corrupt record is served (the error names the
+    segment file and the batch's position)."""
     from logmgr.log import Isolation
 
-    def read(start: int, stop: int, max_bytes: int) -> Iterator[RecordBatch]:
+    def read(start: int, stop: int, max_bytes: int) -> Iterator[tuple[RecordBatch, Iterator[Record]]]:
         offset = max(start, log.log_start_offset)
         while offset < stop:
             fetch = log.read(offset, max_bytes, isolation=Isolation.LOG_END, max_offset=stop)
             if not fetch.records:
                 return
-            for found in iter_batches(fetch.records):
-                yield found.batch
+            for found in fetch.checked_batches():
+                yield found.batch, found.iter_records(fetch.limits, check_crc=False)
                 offset = max(offset, found.batch.next_offset)
 
     return read
@@ -68,9 +72,9 @@ def _records(read: BatchReader, start: int, stop: int) -> Iterator[Record]:
     """Data records with offsets in ``[start, stop)``. O(bytes read)."""
     if start >= stop:
         return
-    for batch in read(start, stop, _READ_BYTES):
+    for batch, records in read(start, stop, _READ_BYTES):
         if not batch.is_control:
-            for record in batch.records():
+            for record in records:
                 if start <= record.offset < stop:
                     yield record
 
@@ -79,15 +83,17 @@ def _records_at(read: BatchReader, offsets: list[int], stop: int) -> Iterator[Re
     """The records at ``offsets`` (ascending), one batch read per batch holding some. O(batches touched)."""
     i = 0
     while i < len(offsets):
-        batch = next(iter(read(offsets[i], stop, 1)), None)
-        if batch is None:
+        found = next(iter(read(offsets[i], stop, 1)), None)
+        if found is None:
             return
-        in_batch = {} if batch.is_control else {r.offset: r for r in batch.records()}
+        batch, records = found
+        wanted = set()
         while i < len(offsets) and offsets[i] <= batch.last_offset:
-            record = in_batch.get(offsets[i])
-            if record is not None:
-                yield record
+            wanted.add(offsets[i])
             i += 1
+        if not batch.is_control:
+            # Streamed: a batch of millions of records is never held decoded for the few wanted.
+            yield from (r for r in records if r.offset in wanted)
 
 
 def _wanted(record: Record, key: bytes, begin_timestamp: int | None, end_timestamp: int | None) -> bool:
@@ -298,7 +304,7 @@ class LogKeyIndex:
             for found in iter_batches(fetch.records):
                 batch = found.batch
                 if not batch.is_control:
-                    for record in batch.records():
+                    for record in batch.iter_records(check_crc=False):
                         if record.key is not None and record.offset >= writer.next_offset:
                             writer.add(record.key, record.offset, record.timestamp)
                 writer.advance(batch.next_offset)
@@ -407,7 +413,7 @@ def write_segment_key_index(directory: Path, base_offset: int, batches: Iterable
     try:
         for batch in batches:
             if not batch.is_control:
-                for record in batch.records():
+                for record in batch.iter_records(check_crc=False):
                     if record.key is not None and record.offset >= writer.next_offset:
                         writer.add(record.key, record.offset, record.timestamp)
             writer.advance(batch.next_offset)

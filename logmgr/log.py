@@ -126,7 +126,8 @@ class AbortedTransaction:
 @dataclass(frozen=True, slots=True)
 class FetchDataInfo:
     """What :meth:`Log.read` returns: whole batches starting with the one holding ``offset``, read from
-    ``path`` at byte ``position``."""
+    ``path`` at byte ``position``; ``limits`` are the decode limits of the log's topic (never below its
+    ``max.message.bytes``, so a record the log accepted is always decoded)."""
 
     offset: int
     records: bytes
@@ -134,20 +135,31 @@ class FetchDataInfo:
     position: int
     aborted_transactions: tuple[AbortedTransaction, ...] | None = None
     path: str | None = None
+    limits: DecodeLimits = DEFAULT_DECODE_LIMITS
 
     def batches(self) -> list[DefaultRecordBatch]:
         """The fetched batches (magic 2 views; legacy data is never appended by logmgr), as raw views: their
         CRCs are not checked, as Kafka's broker serves fetches unchecked and leaves the check to the consumer.
-        Decode through :meth:`iter_records`, which checks them. O(size)."""
+        Decode through :meth:`iter_records` or :meth:`checked_batches`, which check them. O(size)."""
         return [found.batch for found in iter_batches(self.records) if isinstance(found.batch, DefaultRecordBatch)]
 
-    def iter_records(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS) -> Iterator[Record]:
+    def checked_batches(self) -> Iterator[FileBatch]:
+        """The fetched batches located in their segment file, each CRC-checked before it is handed out (a consumer
+        with ``check.crcs=true``): a failing one raises :class:`CorruptRecordError` naming the file and the
+        batch's position in it. O(size), one batch checked at a time."""
+        for found in iter_batches(self.records):
+            located = FileBatch(self.position + found.position, found.batch, self.path)
+            located.ensure_valid()
+            yield located
+
+    def iter_records(self, limits: DecodeLimits | None = None) -> Iterator[Record]:
         """Every record of the fetched batches, as a consumer with ``check.crcs=true`` reads them: each batch's
         CRC is checked before it is decoded, and a failing batch raises :class:`CorruptRecordError` naming the
-        segment file and the batch's position in it. Records above ``limits`` raise
+        segment file and the batch's position in it. Records above ``limits`` (default :attr:`limits`) raise
         :class:`RecordTooLargeError`. O(size) time, O(largest record) memory."""
         for found in iter_batches(self.records):
-            yield from FileBatch(self.position + found.position, found.batch, self.path).iter_records(limits)
+            located = FileBatch(self.position + found.position, found.batch, self.path)
+            yield from located.iter_records(limits or self.limits)
 
 
 @dataclass(slots=True)
@@ -773,7 +785,8 @@ class Log:
                                 f"(log start is now {self._log_start_offset})"
                             )
                     return FetchDataInfo(
-                        fetch.offset, data, segment.base_offset, fetch.position, aborted, str(segment.log.path)
+                        fetch.offset, data, segment.base_offset, fetch.position, aborted, str(segment.log.path),
+                        DecodeLimits.for_max_message_bytes(self.config.max_message_bytes),
                     )
             segment = self.segments.higher_segment(segment.base_offset)
         return empty

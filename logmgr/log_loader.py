@@ -50,6 +50,7 @@ from segments.errors import (
     LogSegmentOffsetOverflowError,
     StorageFormatError,
 )
+from segments.key_index import KEY_INDEX_SUFFIX
 from segments.log_segment import LogSegment
 from segments.naming import (
     CHECKPOINT_SUFFIX,
@@ -184,10 +185,10 @@ def _open_segment(partition_dir: Path, base_offset: int, config: LogConfig, cloc
 
 def _is_partition_temporary_target(name: str) -> bool:
     """Whether ``name`` is a file of a partition dir written through a ``.tmp`` (checkpoints, metadata,
-    producer snapshots)."""
+    producer snapshots, key indexes rebuilt offline)."""
     if name in (LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE):
         return True
-    return name.endswith(SNAPSHOT_SUFFIX) and _offset_or_none(name) is not None
+    return name.endswith((SNAPSHOT_SUFFIX, KEY_INDEX_SUFFIX)) and _offset_or_none(name) is not None
 
 
 def _complete_swaps_and_remove_temporaries(partition_dir: Path, stats: RecoveryStats) -> None:

@@ -22,7 +22,7 @@ cleanup.policy no other topic-level layer sets gets that, as the lowest topic-le
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -48,8 +48,9 @@ from logmgr.config import (
 )
 from logmgr.errors import ConfigError
 from logmgr.log_dirs import partition_dirs
-from segments.errors import StorageFormatError
-from segments.naming import validate_topic
+from segments.errors import InvalidPartitionDirError, StorageFormatError
+from segments.naming import PartitionDirName, validate_topic
+from segments.records import DecodeLimits
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 """Topics Kafka creates itself, with ``cleanup.policy=compact``."""
@@ -477,3 +478,83 @@ def load_resolver(
         warnings=warnings,
         broker_flags=broker_flags,
     )
+
+
+class TopicDecodeLimits:
+    """The decode limits an offline reader (``read``, ``dump``, ``verify``, ``export``) applies to a topic's
+    records: :meth:`DecodeLimits.for_max_message_bytes` of the topic's effective ``max.message.bytes``, so a record
+    the topic accepted is always read, with ``max_record_bytes`` / ``max_batch_bytes`` (the readers' explicit
+    ``--max-record-bytes`` / ``--max-batch-bytes``) replacing the limit they name when given.
+
+    ``load(log_dirs)`` builds the :class:`TopicConfigResolver` of some log dirs under the command's config options
+    (``cli.config_options.build_resolver``). It is called at once with no dir, so a bad flag or server.properties
+    value raises :class:`ConfigError` before anything is read, then once per log dir, on demand. A log dir whose
+    own configs cannot be read (a corrupt ``__cluster_metadata`` snapshot, an unreadable file, a bad value in the
+    metadata) must not stop a reader of its segments: its topics get the limits of the flags and server.properties
+    alone, and ``warn`` is told why, once per dir.
+    """
+
+    def __init__(
+        self,
+        load: Callable[[Sequence[Path]], TopicConfigResolver],
+        *,
+        max_record_bytes: int | None = None,
+        max_batch_bytes: int | None = None,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self._load = load
+        self._fallback = load(())
+        self._max_record_bytes = max_record_bytes
+        self._max_batch_bytes = max_batch_bytes
+        self._warn = warn
+        self._resolvers: dict[Path, TopicConfigResolver] = {}
+
+    def _resolved(self, log_dir: Path, topic: str) -> EffectiveTopicConfig:
+        resolver = self._resolvers.get(log_dir)
+        if resolver is None:
+            try:
+                resolver = self._load([log_dir])
+            except (StorageFormatError, OSError, ConfigError) as err:
+                self._unreadable(log_dir, err)
+                resolver = self._fallback
+            self._resolvers[log_dir] = resolver
+        try:
+            return resolver.resolve(topic)
+        except ConfigError as err:
+            if resolver is self._fallback:
+                raise
+            self._unreadable(log_dir, err)
+            self._resolvers[log_dir] = self._fallback
+            return self._fallback.resolve(topic)
+
+    def _unreadable(self, log_dir: Path, err: Exception) -> None:
+        if self._warn is not None:
+            self._warn(
+                f"{log_dir}: its topic configs cannot be read ({err}); its records are decoded within the limits "
+                "of the config options alone"
+            )
+
+    def max_message_bytes(self, log_dir: Path, topic: str) -> int:
+        """The effective ``max.message.bytes`` of ``topic`` in ``log_dir``. O(1) once the dir's configs are
+        read (O(its metadata) the first time)."""
+        return self._resolved(log_dir, topic).config.max_message_bytes
+
+    def _limits(self, max_message_bytes: int) -> DecodeLimits:
+        limits = DecodeLimits.for_max_message_bytes(max_message_bytes)
+        return DecodeLimits(
+            self._max_record_bytes or limits.max_record_bytes, self._max_batch_bytes or limits.max_batch_bytes
+        )
+
+    def for_topic(self, log_dir: Path, topic: str) -> DecodeLimits:
+        """The limits of ``topic``'s records in ``log_dir``. O(1) once the dir's configs are read."""
+        return self._limits(self.max_message_bytes(log_dir, topic))
+
+    def for_segment(self, path: Path) -> DecodeLimits:
+        """The limits of the records of the segment (or KRaft snapshot) file ``path``: those of the topic of its
+        partition dir (live, ``-delete``, ``-future`` or ``-stray``); a file outside a partition dir gets the broker
+        default's. O(1) once the dir's configs are read."""
+        try:
+            topic = PartitionDirName.parse(path.absolute().parent.name).topic
+        except InvalidPartitionDirError:
+            return self._limits(self._fallback.broker().log_config().max_message_bytes)
+        return self.for_topic(path.absolute().parent.parent, topic)

@@ -39,6 +39,7 @@ from segments.naming import (
     parse_kraft_snapshot_name,
 )
 from segments.offset_index import OffsetIndex
+from segments.records import DEFAULT_DECODE_LIMITS, DecodeLimits
 from segments.time_index import TimeIndex
 from segments.transaction_index import TransactionIndex
 
@@ -123,34 +124,42 @@ class _LogScan:
 
 
 def verify_paths(
-    paths: Iterable[str | os.PathLike[str]], *, progress: Callable[[Path], None] | None = None
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    progress: Callable[[Path], None] | None = None,
+    limits: Callable[[Path], DecodeLimits] | None = None,
 ) -> VerifyReport:
     """Verify each path (log dir, partition dir or file) and merge the results. O(total bytes).
 
     Each path must hold Kafka data: a path where no file other than ``.lock`` was found (a text file, an empty
     dir, a dir of unrelated files) is reported as a problem. ``progress`` is called with each file as it is
-    verified (for progress bars).
+    verified (for progress bars). Records of a segment are decoded within ``limits(segment path)`` (the limits of
+    its topic, :meth:`logmgr.topic_configs.TopicDecodeLimits.for_segment`), by default within
+    :data:`~segments.records.DEFAULT_DECODE_LIMITS`; a record or batch above them is a problem.
     """
     report = VerifyReport()
     for given in paths:
         path = Path(given)
-        verifier = _Verifier(report, progress)
+        verifier = _Verifier(report, progress, limits)
         verifier.verify(path)
         if path.exists() and not verifier.kafka_files:
             report.problems.append(Problem(str(path), NO_KAFKA_FILE if path.is_file() else NO_KAFKA_DATA))
     return report
 
 
-def segment_index_problems(log_path: Path) -> list[Problem]:
-    """What ``verify`` finds wrong in the ``.index`` and ``.timeindex`` beside ``log_path`` when checked against its
-    batches (entries at batch starts, offsets and timestamps those batches hold); problems of the ``.log`` itself are
-    left out. ``recover`` rebuilds the indexes of a segment with any. O(segment bytes + entries)."""
+def segment_index_problems(
+    log_path: Path, suffixes: tuple[str, ...] = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+) -> list[Problem]:
+    """What ``verify`` finds wrong in the indexes beside ``log_path`` named by ``suffixes`` (by default ``.index``
+    and ``.timeindex``) when checked against its batches (entries at batch starts, offsets and timestamps those
+    batches hold); problems of the ``.log`` itself are left out. ``recover`` rebuilds the indexes of a segment with
+    any, and deletes a ``.keyindex`` with any. O(segment bytes + entries)."""
     report = VerifyReport()
     verifier = _Verifier(report, None)
     base = offset_from_file_name(log_path.name)
     log_scans = {base: verifier.verify_batches(log_path, base)}
     report.problems.clear()
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in suffixes:
         index = log_path.with_name(log_path.name[: -len(LOG_SUFFIX)] + suffix)
         if index.exists():
             verifier.verify_file(index, log_scans)
@@ -171,9 +180,15 @@ ORPHANED_INDEX = "orphaned index: no {log} beside it (Kafka deletes it when it l
 
 
 class _Verifier:
-    def __init__(self, report: VerifyReport, progress: Callable[[Path], None] | None) -> None:
+    def __init__(
+        self,
+        report: VerifyReport,
+        progress: Callable[[Path], None] | None,
+        limits: Callable[[Path], DecodeLimits] | None = None,
+    ) -> None:
         self.report = report
         self.progress = progress
+        self.limits = limits
         # Files that show the path holds Kafka data (not the .lock, which logmgr itself may leave).
         self.kafka_files = 0
 
@@ -295,6 +310,7 @@ class _Verifier:
     def verify_batches(self, path: Path, base_offset: int | None) -> _LogScan:
         """Walk and decode every batch; check CRCs, offsets increasing and within the segment. O(size)."""
         infos: list[_BatchInfo] = []
+        limits = DEFAULT_DECODE_LIMITS if self.limits is None else self.limits(path)
         with FileRecords(path) as log:
             valid_bytes = 0
             previous_last: int | None = None
@@ -305,8 +321,8 @@ class _Verifier:
                         batch.ensure_valid()
                     except CorruptRecordError as err:
                         raise err.at(path, position_base=found.position) from None
-                    # Streamed within the default decode limits: a hostile batch costs O(largest record).
-                    count = sum(1 for _ in found.iter_records(check_crc=False))
+                    # Streamed within the topic's decode limits: a hostile batch costs O(largest record).
+                    count = sum(1 for _ in found.iter_records(limits, check_crc=False))
                     if base_offset is not None and batch.base_offset < base_offset:
                         self.report.problems.append(
                             Problem(

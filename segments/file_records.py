@@ -91,6 +91,14 @@ class FileBatch:
         except StorageFormatError as err:
             raise err.at(self.path, position_base=self.position) from None
 
+    def ensure_valid(self) -> None:
+        """:meth:`RecordBatch.ensure_valid` (the CRC; a legacy wrapper's too) with the error naming the file and
+        its position in the file. O(size)."""
+        try:
+            self.batch.ensure_valid()
+        except StorageFormatError as err:
+            raise err.at(self.path, position_base=self.position) from None
+
     @property
     def size_in_bytes(self) -> int:
         return self.batch.size_in_bytes
@@ -259,10 +267,7 @@ class FileRecords:
         :class:`CorruptRecordError` located at this file and the batch's position. O(bytes read), one batch in
         memory."""
         for found in self.batches(start, end):
-            try:
-                found.batch.ensure_valid()
-            except CorruptRecordError as err:
-                raise err.at(self._path, position_base=found.position) from None
+            found.ensure_valid()
             yield found
 
     def append(self, data: bytes | memoryview) -> int:

@@ -29,7 +29,8 @@ One ``<base offset>.keyindex`` file per segment, so it goes with its segment and
 Writes go entries first, then slots, then the header, so a crash leaves at most entries the header does not count;
 readers ignore every link that is not strictly below the entry linking to it (chains always point backwards), which
 bounds a walk by the entry count even on a hostile file. Nothing here is fsynced: the dispatcher checks the header
-against the log at open and rebuilds what does not match.
+against the log at open and rebuilds what does not match. Files are opened without following a symbolic link, as
+every file of a log dir: a link is an ``OSError`` (``ELOOP``) naming it, never written through.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from os import PathLike
 from pathlib import Path
 
 from segments.errors import StorageFormatError
+from segments.file_records import open_no_follow
 from segments.naming import filename_prefix_from_offset
 
 __all__ = [
@@ -164,7 +166,7 @@ class KeyIndexReader:
 
     def __init__(self, path: str | PathLike[str]) -> None:
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_RDONLY)
+        self._fd = open_no_follow(self.path, os.O_RDONLY)
         try:
             size = os.fstat(self._fd).st_size
             self.header = KeyIndexHeader.unpack(os.pread(self._fd, HEADER_SIZE, 0), path=str(self.path), file_size=size)
@@ -252,7 +254,7 @@ class KeyIndexWriter:
                     )
                 self.header = reader.header
                 self._slots = reader.slot_heads()
-            self._fd = os.open(self.path, os.O_RDWR)
+            self._fd = open_no_follow(self.path, os.O_RDWR)
         else:
             if not 1 <= slot_count <= MAX_SLOT_COUNT:
                 raise ValueError(f"slot count {slot_count} outside [1, {MAX_SLOT_COUNT}]")
@@ -261,7 +263,7 @@ class KeyIndexWriter:
                 raise ValueError(f"start offset {first} below the base offset {base_offset}")
             self.header = _empty_header(base_offset, first, slot_count)
             self._slots = [0] * slot_count
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            self._fd = open_no_follow(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
             os.pwrite(self._fd, self.header.pack() + bytes(slot_count * SLOT_SIZE), 0)
         self._pending: list[bytes] = []
         self._dirty_slots: set[int] = set()

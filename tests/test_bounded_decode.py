@@ -23,6 +23,8 @@ from segments.file_records import FileRecords, batch_view, iter_batches
 from segments.legacy import LegacyRecordBatch
 from segments.records import (
     CRC_OFFSET,
+    DEFAULT_DECODE_LIMITS,
+    DEFAULT_MAX_RECORD_BYTES,
     RECORD_BATCH_OVERHEAD,
     DecodeLimits,
     DefaultRecordBatch,
@@ -271,3 +273,21 @@ def test_iter_batches_in_memory_have_no_path() -> None:
     data = build_batch([SimpleRecord(b"x")])
     (found,) = iter_batches(data)
     assert found.path is None and [r.value for r in found.iter_records()] == [b"x"]
+
+
+def test_bug_fetch_records_refused_a_record_its_topic_accepted(tmp_path: Path) -> None:
+    """Regression (issue 11, item 2): ``FetchDataInfo.iter_records`` decoded with the fixed 64 MiB record limit, so
+    a topic whose ``max.message.bytes`` is larger appended a record its own reads refused. A fetch now carries the
+    log's limits (the larger of ``max.message.bytes`` and the defaults)."""
+    size = DEFAULT_MAX_RECORD_BYTES + 1024
+    config = LogConfig.from_properties({"max.message.bytes": str(2 * DEFAULT_MAX_RECORD_BYTES)})
+    log = load_log(tmp_path / "t-0", config, clock=ManualClock(1_700_000_000_000))
+    try:
+        log.append_as_leader(huge_value_batch(CompressionType.ZSTD, size), leader_epoch=0)
+        fetched = log.read(0, 1 << 20)
+        (record,) = fetched.iter_records()
+        assert record.value is not None and len(record.value) == size
+        with pytest.raises(RecordTooLargeError):
+            next(fetched.iter_records(DEFAULT_DECODE_LIMITS))
+    finally:
+        log.close()

@@ -29,7 +29,7 @@ from segments.key_index import (
     key_hash,
     key_index_file,
 )
-from segments.records import SimpleRecord
+from segments.records import CRC_OFFSET, SimpleRecord
 
 T0 = 1_700_000_000_000
 
@@ -495,3 +495,92 @@ def test_reindex_key_index_is_a_plan_saying_why_per_file_and_the_real_run_does_e
         with KeyIndexReader(key_index_file(partition, base)) as reader:
             assert (reader.header.next_offset, reader.header.entry_count) == (stop, stop - base)
         assert reported[key_index_file(".", base).name]["entriesAfter"] == stop - base
+
+
+def test_bug_query_by_key_served_a_batch_failing_its_crc(tmp_path: Path) -> None:
+    """Regression (issue 11, item 1): ``Log.query_by_key`` decoded the batches of its ``Log.read`` fetches without
+    checking their CRC, so a record damaged on disk was returned as good. Now the query (through the index and by
+    scanning) and ``read --key`` refuse the batch with an error naming the segment file and the batch's position."""
+    from click.testing import CliRunner
+
+    from cli.main import main as cli
+    from segments.errors import CorruptRecordError
+
+    clock = ManualClock(T0)
+    pdir = tmp_path / "t-0"
+    log = open_log(pdir, clock)
+    dispatcher = KeyIndexDispatcher()
+    dispatcher.register(log)
+    for i in range(4):
+        log.append_records([SimpleRecord(b"value-%d" % i, b"k", T0 + i)])
+    dispatcher.drain()
+    segment = pdir / "00000000000000000000.log"
+    batches = list(iter_batches(segment.read_bytes()))
+    damaged = batches[2]
+    with open(segment, "r+b") as out:  # the last value byte of offset 2, under the CRC
+        out.seek(damaged.end_position - 2)
+        out.write(b"X")
+    for indexed in (True, False):
+        if not indexed:
+            key_index_file(pdir, 0).unlink()
+        with pytest.raises(CorruptRecordError, match="crc") as refused:
+            log.query_by_key(b"k")
+        assert refused.value.path == str(segment) and refused.value.position == damaged.position + CRC_OFFSET
+    dispatcher.stop()
+    log.close()
+    result = CliRunner().invoke(cli, ["read", str(tmp_path), "t-0", "--key", "k"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert str(segment) in result.stderr and f"position {damaged.position + CRC_OFFSET}" in result.stderr
+
+
+def _indexed_log_with_a_damaged_batch(tmp_path: Path, *, damage: bool = True) -> tuple[Path, int]:
+    """A log dir whose ``t-0`` holds four key-indexed records with key ``k`` (values ``value-0``..``value-3``), the
+    third one's batch failing its CRC unless not ``damage``; returns the segment and that batch's position."""
+    clock = ManualClock(T0)
+    pdir = tmp_path / "t-0"
+    log = open_log(pdir, clock)
+    dispatcher = KeyIndexDispatcher()
+    dispatcher.register(log)
+    for i in range(4):
+        log.append_records([SimpleRecord(b"value-%d" % i, b"k", T0 + i)])
+    dispatcher.drain()
+    dispatcher.stop()
+    log.close()
+    segment = pdir / "00000000000000000000.log"
+    damaged = list(iter_batches(segment.read_bytes()))[2]
+    if not damage:
+        return segment, damaged.position
+    with open(segment, "r+b") as out:  # the last value byte of offset 2, under the CRC
+        out.seek(damaged.end_position - 2)
+        out.write(b"X")
+    return segment, damaged.position
+
+
+def test_bug_read_key_ignored_skip_corrupt(tmp_path: Path) -> None:
+    """Regression (issue 11): ``read --key`` stopped at a batch failing its CRC even with ``--skip-corrupt``; now
+    the batch is named on stderr, skipped and counted, and the other records with the key are printed."""
+    from click.testing import CliRunner
+
+    from cli.main import main as cli
+
+    segment, position = _indexed_log_with_a_damaged_batch(tmp_path)
+    result = CliRunner().invoke(cli, ["read", str(tmp_path), "t-0", "--key", "k", "--skip-corrupt"])
+    assert result.exit_code == 0
+    assert [json.loads(line)["offset"] for line in result.stdout.splitlines()] == [0, 1, 3]
+    assert str(segment) in result.stderr and "skipped 1 corrupt batch(es)" in result.stderr
+    assert f"position {position + CRC_OFFSET}" in result.stderr
+
+
+def test_bug_read_key_ignored_max_value_bytes(tmp_path: Path) -> None:
+    """Regression (issue 11): ``read --key`` printed whole values whatever ``--max-value-bytes`` said; now each
+    key and value is cut and marked with its whole size, as in the offset path."""
+    from click.testing import CliRunner
+
+    from cli.main import main as cli
+
+    _indexed_log_with_a_damaged_batch(tmp_path, damage=False)
+    result = CliRunner().invoke(cli, ["read", str(tmp_path), "t-0", "--key", "k", "--max-value-bytes", "3"])
+    assert result.exit_code == 0
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(line["value"], line["value_truncated_from"]) for line in lines] == [("val", 7)] * 4
+    assert all(line["key"] == "k" and "key_truncated_from" not in line for line in lines)

@@ -181,3 +181,26 @@ def test_a_second_quarantine_keeps_the_first_corrupt_file(log_dir: Path) -> None
         _recover(log_dir)
     assert (log_dir / (META_PROPERTIES_FILE + ".corrupt")).read_bytes() == b"version=x\n"
     assert (log_dir / (META_PROPERTIES_FILE + ".corrupt.1")).read_bytes() == b"version=y\n"
+
+
+@pytest.mark.parametrize("damage", ["magic", "entry", "cut-log"])
+def test_bug_recover_left_a_damaged_keyindex_that_verify_refuses(log_dir: Path, damage: str) -> None:
+    # recover knew nothing of logmgr's .keyindex while verify checks it: a damaged one (or one whose segment the
+    # plan cuts) stayed, and verify kept failing after recover. It is now deleted; the key index rebuilds it.
+    built = CliRunner().invoke(main, ["reindex", str(log_dir / PARTITION), "--key-index"])
+    assert built.exit_code == 0, built.output
+    keyindex = log_dir / PARTITION / "00000000000000000000.keyindex"
+    data = bytearray(keyindex.read_bytes())
+    if damage == "magic":
+        data[:4] = b"XXXX"
+    elif damage == "entry":
+        data[-16] ^= 0x40  # the last entry's relative offset, far past the segment
+    else:
+        segment = log_dir / PARTITION / "00000000000000000000.log"
+        segment.write_bytes(segment.read_bytes()[:-7])
+    keyindex.write_bytes(bytes(data))
+    assert CliRunner().invoke(main, ["verify", str(log_dir)]).exit_code == 1
+    plan = _recover(log_dir, "--full")
+    deleted = [d for d in _applied(plan, "delete") if "key index" in str(d)]
+    assert len(deleted) == 1 and "the key index rebuilds it" in str(deleted[0])
+    assert not keyindex.exists()

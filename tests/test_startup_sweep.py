@@ -4,9 +4,9 @@ A crash inside an atomic write leaves ``<name>.tmp``; nothing but the next write
 ``leader-epoch-checkpoint.tmp`` or ``partition.metadata.tmp`` left by a SIGKILL survived restarts and clean
 shutdowns. Startup now removes the ``.tmp`` of every file written that way, in the log dir (the four offset
 checkpoints, the clean-shutdown marker, ``meta.properties``) and in each partition dir (leader-epoch checkpoint,
-``partition.metadata``, producer snapshots), with Kafka's ``.deleted``, ``.cleaned`` and stray ``.swap`` rules,
-and reports what it removed: ``LogDir.removed_temporaries`` and each log's ``recovery.actions``. Other files
-ending in ``.tmp``, and directories, are not its to remove.
+``partition.metadata``, producer snapshots, a ``.keyindex`` rebuilt by ``reindex --key-index``), with Kafka's
+``.deleted``, ``.cleaned`` and stray ``.swap`` rules, and reports what it removed: ``LogDir.removed_temporaries``
+and each log's ``recovery.actions``. Other files ending in ``.tmp``, and directories, are not its to remove.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ LOG_DIR_TEMPORARIES = [
     "replication-offset-checkpoint.tmp",
 ]
 PARTITION_TEMPORARIES = [
+    "00000000000000000000.keyindex.tmp",
     "00000000000000000003.snapshot.tmp",
     "leader-epoch-checkpoint.tmp",
     "partition.metadata.tmp",

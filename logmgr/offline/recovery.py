@@ -31,8 +31,10 @@ Repairs, with or without the marker (a broker would fail on the file, or serve f
 size or CRC are deleted (Kafka deletes them on load and replays); malformed offset checkpoints are rewritten from
 the partitions as the plan leaves them (recovery points at the log ends, log starts at the first segment bases,
 high watermarks and cleaner positions dropped), each reason saying what was lost. What cannot be rebuilt from the
-log (``partition.metadata``, ``meta.properties``) is quarantined as ``<name>.corrupt``. A segment a recovery walks
-whole and finds valid still gets its indexes rebuilt when they disagree with its batches (``verify``'s check).
+log (``partition.metadata``, ``meta.properties``) is quarantined as ``<name>.corrupt``. A ``.keyindex`` that
+``verify`` refuses, or whose segment the plan cuts, replaces or deletes, is deleted (the key index rebuilds it).
+A segment a recovery walks whole and finds valid still gets its indexes rebuilt when they disagree with its
+batches (``verify``'s check).
 
 The clean-shutdown marker is never written. Left absent after a recovery, with every recovery point at its log
 end, a broker's own recovery re-reads only the last segment of each partition and changes nothing, and it
@@ -99,6 +101,7 @@ from logmgr.verify import segment_index_problems
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE
 from segments.errors import CorruptIndexError, StorageFormatError
 from segments.file_records import FileRecords
+from segments.key_index import KEY_INDEX_SUFFIX
 from segments.lazy_index import LazyIndex
 from segments.log_segment import DEFAULT_INDEX_INTERVAL_BYTES, LogSegment
 from segments.naming import (
@@ -419,6 +422,7 @@ class _PartitionPlanner:
             self._recover_unflushed(bases)
         self._below_log_start()
         self._emit_segment_actions()
+        self._delete_stale_key_indexes()
         if self.adjusted:
             self._delete_snapshots_above(self.log_end_offset)
         if self.epoch_damage is not None:
@@ -754,6 +758,27 @@ class _PartitionPlanner:
             )
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 self.present[_name(self.created, suffix)] = 0
+
+    def _delete_stale_key_indexes(self) -> None:
+        """A ``.keyindex`` (logmgr's key index; a broker has none) is rebuilt from the log by the key index
+        dispatcher when it is missing, so one that ``verify`` would refuse, or whose segment the plan cuts,
+        replaces or deletes, is deleted. O(segment bytes) per segment with a ``.keyindex``."""
+        alive = set(self.alive)
+        for name in sorted(self.present):
+            base = _offset(name) if name.endswith(KEY_INDEX_SUFFIX) else None
+            if base is None:
+                continue
+            log = _name(base, LOG_SUFFIX)
+            if base not in alive or base == self.created:
+                reason = "its segment is deleted"
+            elif self.segments[base].truncate or log in self.on_disk:
+                reason = "its segment is cut or replaced"
+            elif problems := segment_index_problems(self.directory / log, (KEY_INDEX_SUFFIX,)):
+                reason = f"corrupt ({problems[0]})"
+            else:
+                continue
+            rebuilt = "the key index rebuilds it from the log (so does reindex --key-index)"
+            self._delete([name], "key index", f"{reason}: {rebuilt}")
 
     def _delete_corrupt_snapshots(self) -> None:
         """Producer snapshots failing their size or CRC: a broker deletes them on load (``CorruptSnapshotException``)

@@ -24,7 +24,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
@@ -435,6 +435,9 @@ class ExportPlan:
     partitions: tuple[PartitionExport, ...]
     started: str
     clock_start: float
+    max_message_bytes: Mapping[str, int] = field(default_factory=dict)
+    """The topics' ``max.message.bytes``: the source's ``maxMessageBytes`` (not part of the export's identity,
+    since it changes which records can be read, not which are selected)."""
 
     @property
     def to_read(self) -> list[PartitionExport]:
@@ -457,6 +460,7 @@ def export_log_dirs(
     include_headers: bool = False,
     partition_by: Sequence[str] = DEFAULT_PARTITION_BY,
     resume: bool = False,
+    max_message_bytes: Mapping[str, int] | None = None,
 ) -> ExportResult:
     """Export the records of the log dirs (or partition dirs) ``paths`` to ``out`` as ``fmt`` files (see the
     module docstring for the steps, :func:`plan_export` for the arguments and errors) and return what this run
@@ -478,6 +482,7 @@ def export_log_dirs(
         include_headers=include_headers,
         partition_by=partition_by,
         resume=resume,
+        max_message_bytes=max_message_bytes,
     )
     return run_export(spark, plan)
 
@@ -496,6 +501,7 @@ def plan_export(
     include_headers: bool = False,
     partition_by: Sequence[str] = DEFAULT_PARTITION_BY,
     resume: bool = False,
+    max_message_bytes: Mapping[str, int] | None = None,
 ) -> ExportPlan:
     """Check the arguments and ``out`` and resolve this run's offset ranges, without Spark and without
     writing.
@@ -534,7 +540,7 @@ def plan_export(
     ranges = _plan_ranges(previous)
     if not ranges:
         raise ConfigError("paths", _no_partitions(previous))
-    return ExportPlan(target, previous, ranges, started, clock_start)
+    return ExportPlan(target, previous, ranges, started, clock_start, dict(max_message_bytes or {}))
 
 
 def _no_partitions(manifest: Manifest) -> str:
@@ -557,7 +563,7 @@ def run_export(spark: SparkSession | None, plan: ExportPlan) -> ExportResult:
             raise ConfigError(
                 "spark", f"{len(to_read)} partition(s) have new records: a SparkSession is needed"
             )
-        rows = _write(spark, plan.manifest, to_read, plan.out)
+        rows = _write(spark, plan, to_read)
     plan.out.mkdir(parents=True, exist_ok=True)
     run = ExportRun(
         plan.started, _utc_now(), tuple(replace(p, rows=rows.get(p.key, 0)) for p in plan.partitions)
@@ -696,12 +702,11 @@ def _plan_ranges(manifest: Manifest) -> tuple[PartitionExport, ...]:
     return tuple(sorted(planned, key=lambda p: p.key))
 
 
-def _write(
-    spark: SparkSession, manifest: Manifest, to_read: list[PartitionExport], out: Path
-) -> dict[tuple[str, int], int]:
-    """Read the planned ranges, append them to ``out`` and return the rows written per partition, counted
+def _write(spark: SparkSession, plan: ExportPlan, to_read: list[PartitionExport]) -> dict[tuple[str, int], int]:
+    """Read the planned ranges, append them to ``plan.out`` and return the rows written per partition, counted
     while writing. One Spark job."""
-    frame = _read_ranges(spark, manifest, to_read)
+    manifest, out = plan.manifest, plan.out
+    frame = _read_ranges(spark, manifest, to_read, plan.max_message_bytes)
     if "date" in manifest.partition_by:
         # Epoch arithmetic, not to_date(): that would use the session's time zone instead of UTC.
         micros = F.unix_micros(F.col("timestamp"))
@@ -720,8 +725,11 @@ def _write(
     return {p.key: int(metrics[f"rows{i}"]) for i, p in enumerate(to_read)}
 
 
-def _read_ranges(spark: SparkSession, manifest: Manifest, to_read: list[PartitionExport]) -> DataFrame:
-    """A ``kafka-log`` DataFrame of exactly the planned offset ranges. O(partitions)."""
+def _read_ranges(
+    spark: SparkSession, manifest: Manifest, to_read: list[PartitionExport], max_message_bytes: Mapping[str, int]
+) -> DataFrame:
+    """A ``kafka-log`` DataFrame of exactly the planned offset ranges, each topic's records decoded within its
+    ``max_message_bytes``. O(partitions)."""
     assign: dict[str, list[int]] = {}
     starting: dict[str, dict[str, int]] = {}
     ending: dict[str, dict[str, int]] = {}
@@ -738,6 +746,7 @@ def _read_ranges(spark: SparkSession, manifest: Manifest, to_read: list[Partitio
         .option("endingOffsets", json.dumps(ending))
         .option("isolationLevel", options.isolation_level)
         .option("includeHeaders", str(options.include_headers).lower())
+        .option("maxMessageBytes", json.dumps(dict(max_message_bytes)))
         .load()
     )
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from logmgr.errors import ConfigError
 from logmgr.spark.schema import EXTRA_COLUMNS, OutputColumns
+from segments.records import DecodeLimits
 
 EARLIEST = -2
 LATEST = -1
@@ -61,6 +62,15 @@ class ReadOptions:
     columns: OutputColumns = field(default_factory=OutputColumns)
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     fail_on_corruption: bool = True
+    max_message_bytes: Mapping[str, int] = field(default_factory=dict)
+    """``maxMessageBytes`` per topic; :attr:`default_max_message_bytes` for the others."""
+    default_max_message_bytes: int = 0
+
+    def decode_limits(self, topic: str) -> DecodeLimits:
+        """The limits ``topic``'s records are decoded within: the larger of its ``maxMessageBytes`` (its
+        ``max.message.bytes``) and the defaults, so a record the topic accepted is always read. O(1)."""
+        size = self.max_message_bytes.get(topic, self.default_max_message_bytes)
+        return DecodeLimits.for_max_message_bytes(size)
 
     def selects_topic(self, topic: str) -> bool:
         """Whether the topic options admit ``topic``. O(1) plus the pattern match.
@@ -114,6 +124,7 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
             "extraColumns", f"unknown column(s) {', '.join(unknown)}; known: {', '.join(EXTRA_COLUMNS)}"
         )
     max_bytes = _positive_int("maxBytesPerPartition", get("maxBytesPerPartition"), DEFAULT_MAX_BYTES_PER_PARTITION)
+    default_max_message_bytes, max_message_bytes = _max_message_bytes(get("maxMessageBytes"))
     return ReadOptions(
         paths=paths,
         topics=topics,
@@ -132,7 +143,24 @@ def parse_options(options: Mapping[str, str]) -> ReadOptions:
         columns=OutputColumns.of(_bool("includeHeaders", get("includeHeaders"), False), extra),
         max_bytes_per_partition=max_bytes,
         fail_on_corruption=_bool("failOnCorruption", get("failOnCorruption"), True),
+        max_message_bytes=max_message_bytes,
+        default_max_message_bytes=default_max_message_bytes,
     )
+
+
+def _max_message_bytes(value: str | None) -> tuple[int, dict[str, int]]:
+    """``maxMessageBytes``: the topics' ``max.message.bytes``, one number for every topic or a JSON object
+    ``{"orders": 104857600}`` per topic (the others get the defaults). O(len(value))."""
+    if value is None:
+        return 0, {}
+    if not value.strip().startswith("{"):
+        return _positive_int("maxMessageBytes", value, 0), {}
+    per_topic: dict[str, int] = {}
+    for topic, size in _json_object("maxMessageBytes", value).items():
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ConfigError("maxMessageBytes", f"{topic}: must be a non-negative integer, got {size!r}")
+        per_topic[topic] = size
+    return 0, per_topic
 
 
 def _paths(path: str | None, paths: str | None) -> tuple[str, ...]:

@@ -53,7 +53,14 @@ from segments.naming import (
     producer_snapshot_file,
     transaction_index_file,
 )
-from segments.records import ControlRecordType, DefaultRecordBatch, RecordBatch
+from segments.records import (
+    DEFAULT_DECODE_LIMITS,
+    ControlRecordType,
+    DecodeLimits,
+    DefaultRecordBatch,
+    Record,
+    RecordBatch,
+)
 from segments.transaction_index import TransactionIndex
 from segments.transactions import TransactionTracker
 
@@ -110,6 +117,8 @@ class SegmentSlice:
     min_timestamp: int | None = None
     read_committed: bool = False
     aborted: tuple[AbortedRange, ...] = ()
+    limits: DecodeLimits = DEFAULT_DECODE_LIMITS
+    """What the topic's records are decoded within (:meth:`ReadOptions.decode_limits`)."""
     ranges: tuple[tuple[int, int], ...] = ()
 
     @property
@@ -426,6 +435,7 @@ class _PartitionPlanner:
         template = SegmentSlice(
             self.tp.topic, self.tp.partition, str(self.directory), base, position, size, start, end,
             self.bounds.min_timestamp, self.options.read_committed, relevant,
+            self.options.decode_limits(self.tp.topic),
         )
         keyed = self._key_ranges(segment, next_base, start, end, relevant)
         if keyed is not None:
@@ -462,7 +472,9 @@ class _PartitionPlanner:
             return None
         found: dict[int, tuple[int, int]] = {}  # last offset -> (position, size) of every batch read
 
-        def read(low: int, high: int, max_bytes: int) -> Iterator[RecordBatch]:
+        limits = self.options.decode_limits(self.tp.topic)
+
+        def read(low: int, high: int, max_bytes: int) -> Iterator[tuple[RecordBatch, Iterator[Record]]]:
             # Never past ``end``: query_segments reads only the batches the index names, nothing else is scanned.
             located = segment.translate_offset(low) if low < min(high, end) else None
             if located is None:
@@ -471,7 +483,8 @@ class _PartitionPlanner:
                 if item.batch.base_offset >= min(high, end):
                     return
                 found[item.batch.last_offset] = (item.position, item.size_in_bytes)
-                yield item.batch
+                # The records CRC-checked and within the topic's limits: a damaged batch raises, naming its file.
+                yield item.batch, item.iter_records(limits)
 
         try:
             offsets = sorted(
@@ -601,7 +614,7 @@ def read_slice(
                     if decoder.pending_rows and not decoder.holds_legacy:
                         yield from flush()
                     # A wrapper may hold millions of messages: they are queued (and flushed) in slices.
-                    records = batch.iter_records(check_crc=False)
+                    records = batch.iter_records(piece.limits, check_crc=False)
                     while chunk := list(itertools.islice(records, TARGET_ROWS)):
                         decoder.add_legacy(batch, chunk)
                         if decoder.pending_rows >= TARGET_ROWS:
@@ -646,7 +659,7 @@ def read_slice(
                     # One batch larger than an Arrow batch (tens of millions of records, or a huge record): its
                     # records are framed one at a time and decoded in slices, within the decode limits.
                     for region, count in batch.record_slices(
-                        max_slice_records=TARGET_ROWS, max_slice_bytes=TARGET_BYTES
+                        piece.limits, max_slice_records=TARGET_ROWS, max_slice_bytes=TARGET_BYTES
                     ):
                         decoder.add(batch, region, position=found.position, count=count)
                         if decoder.pending_rows >= TARGET_ROWS or decoder.pending_bytes >= TARGET_BYTES:

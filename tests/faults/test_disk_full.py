@@ -801,6 +801,31 @@ def test_bug_roll_io_error_escaped_as_bare_oserror(dirs: tuple[Path, Path], monk
     reopen_and_check([d1, d2], expected)
 
 
+def test_bug_roll_check_io_error_reached_the_caller_as_a_raw_oserror(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The roll check before an append reads the active segment's first batch (its time rule): EIO there reached
+    the caller as a raw OSError and the dir stayed online. Now it goes through the dir-failure path: the append is
+    refused with KafkaStorageError naming the .log, d1 goes offline, d2 keeps working."""
+    d1, d2 = dirs
+    two_dir_manager(d1, d2)[0].shutdown()
+    # Segments loaded from disk know nothing of their first batch: the first roll check reads it.
+    manager = open_manager([d1, d2])
+    big, sib, healthy = (manager.get_or_create_log(topic, 0) for topic in ("big", "sib", "healthy"))
+    acked = ends(big, sib, healthy)
+    fault = inject(monkeypatch, segments.file_records, "pread", errno.EIO, d1, ".log")
+    failure = r"roll check failed in .*Input/output error.*00000000000000000000\.log"
+    with pytest.raises(KafkaStorageError, match=failure):
+        produce(big)
+    assert fault.hits == 1 and big.log_end_offset == acked["big-0"]
+    assert big.is_offline and sib.is_offline and offline_dirs(manager) == {"d1": True, "d2": False}
+    assert produce(healthy) == acked["healthy-0"] + 1
+    monkeypatch.undo()
+    expected = ends(big, sib, healthy)
+    manager.shutdown()
+    reopen_and_check([d1, d2], expected)
+
+
 def test_bug_post_roll_snapshot_fsync_escaped_as_bare_oserror(
     dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -261,3 +261,40 @@ def test_bug_negative_index_position_raised_a_bare_oserror(dirs: tuple[Path, Pat
         assert produce(log, 1) == log.log_end_offset
     finally:
         manager.shutdown()
+
+
+def _key_indexed(d1: Path, d2: Path) -> tuple[LogManager, Log]:
+    manager = open_manager([d1, d2], **{"log.segment.bytes": "4096", "logmgr.key.index.enable": "true"})
+    log = manager.get_or_create_log("keyed", 0)
+    assert log.dir.parent.name == "d1" and log.key_index is not None
+    return manager, log
+
+
+def test_bug_key_index_wrote_through_a_symlinked_keyindex(tmp_path: Path) -> None:
+    # The .keyindex files (added after round two) were opened without O_NOFOLLOW: a link to a valid key index
+    # outside the dir got the dispatcher's entries, and a dangling link at the next segment's name created the
+    # file it named. Both are now refused (ELOOP): the linked file is dropped at load and the index rebuilt, the
+    # dangling link is left unused (queries scan that segment), and nothing outside changes.
+    d1, d2, outside = tmp_path / "d1", tmp_path / "d2", tmp_path / "outside"
+    outside.mkdir()
+    manager, log = _key_indexed(d1, d2)
+    produce(log, 3)
+    manager.key_indexer.drain()
+    manager.shutdown()
+    keyindex = next((d1 / "keyed-0").glob("*.keyindex"))
+    shutil.copy(keyindex, outside / "copy.keyindex")
+    keyindex.unlink()
+    keyindex.symlink_to(outside / "copy.keyindex")
+    before = _tree(outside)
+    manager, log = _key_indexed(d1, d2)
+    try:
+        produce(log, 3)
+        (d1 / "keyed-0" / f"{log.log_end_offset:020d}.keyindex").symlink_to(outside / "dangling.keyindex")
+        log.roll()
+        produce(log, 2)
+        manager.key_indexer.drain()
+        assert _tree(outside) == before, "written through a link"
+        assert [r.offset for r in log.query_by_key(b"k%d" % 4)] == [4]
+        assert not log.is_offline and produce(log, 1) == log.log_end_offset
+    finally:
+        manager.shutdown()
