@@ -447,7 +447,7 @@ def _serve_command() -> list[str]:
 
 
 def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as response:
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
         body: bytes = response.read()
         return body.decode()
 

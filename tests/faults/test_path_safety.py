@@ -43,7 +43,7 @@ from segments.naming import (
     validate_topic_partition,
 )
 from segments.records import SimpleRecord
-from tests.conftest import REPO, child_env
+from tests.conftest import FAILURE_DEADLINE_S, REPO, child_env
 from tests.faults.test_hostile_input import FaultReport
 
 REPORT = FaultReport(__file__)
@@ -313,10 +313,10 @@ def test_serve_refuses_a_dir_holding_a_link_out(dirs: tuple[Path, Path]) -> None
         text=True,
     )
     try:
-        _, stderr = child.communicate(timeout=20)
+        _, stderr = child.communicate(timeout=FAILURE_DEADLINE_S)
     except subprocess.TimeoutExpired:
         child.send_signal(signal.SIGTERM)
-        child.communicate(timeout=20)
+        child.communicate(timeout=FAILURE_DEADLINE_S)
         pytest.fail("serve started on a dir holding a link out of it")
     assert child.returncode == 1, stderr
     assert "symbolic link" in stderr
