@@ -364,6 +364,20 @@ def test_log_manager_does_not_create_a_log_through_a_linked_partition_dir(dirs: 
     assert _tree(outside) == before
 
 
+def test_a_partition_dir_name_longer_than_255_bytes_fails_cleanly(dirs: tuple[Path, Path]) -> None:
+    # A legal topic (249 characters) and partition (10 digits) make a 260-byte name: no file system takes it. Not a
+    # regression: the code before these tests already refused it cleanly.
+    logdir, _ = dirs
+    before = _tree(logdir)
+    text = "x" * MAX_TOPIC_LENGTH + "-2147483647"
+    result = _invoke(["append", str(logdir), text, "--create"], '{"value": "x"}\n')
+    assert result.exit_code == 1 and "File name too long" in result.output
+    assert _invoke(["read", str(logdir), text]).exit_code == 1
+    after = _tree(logdir)
+    assert {k: v for k, v in after.items() if k != ".lock"} == {k: v for k, v in before.items() if k != ".lock"}
+    REPORT.add("name")
+
+
 # --- regressions (one per bug found by these tests) -------------------------------------------------------------
 
 
@@ -418,19 +432,6 @@ def test_checkpoints_set_refuses_a_topic_kafka_would_refuse(dirs: tuple[Path, Pa
     for text in ("../x-0", ".-0", "é-0"):
         assert _invoke(["checkpoints", "set", str(checkpoint), text, "1", "--force"]).exit_code == 1
     assert checkpoint.read_bytes() == before
-
-
-def test_a_partition_dir_name_longer_than_255_bytes_fails_cleanly(dirs: tuple[Path, Path]) -> None:
-    # A legal topic (249 characters) and partition (10 digits) make a 260-byte name: no file system takes it.
-    logdir, _ = dirs
-    before = _tree(logdir)
-    text = "x" * MAX_TOPIC_LENGTH + "-2147483647"
-    result = _invoke(["append", str(logdir), text, "--create"], '{"value": "x"}\n')
-    assert result.exit_code == 1 and "File name too long" in result.output
-    assert _invoke(["read", str(logdir), text]).exit_code == 1
-    after = _tree(logdir)
-    assert {k: v for k, v in after.items() if k != ".lock"} == {k: v for k, v in before.items() if k != ".lock"}
-    REPORT.add("name")
 
 
 def test_log_manager_recovery_does_not_truncate_a_linked_log_file(dirs: tuple[Path, Path]) -> None:
