@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from segments.compression import CompressionType
+from tests.conftest import child_env
 from tests.faults.hostile_batches import (
     LEGACY_CODECS,
     empty_records_batch,
@@ -49,7 +50,6 @@ from tests.faults.hostile_batches import (
 )
 
 MIB = 1024 * 1024
-REPO = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-c", "from cli.main import main; main()"]
 
 _STARTUP = """
@@ -89,10 +89,9 @@ class Run:
 
 def run(argv: list[str], timeout: float) -> tuple[float, float, int | None]:
     """Wall seconds, peak RSS (MiB) and exit code of ``argv`` (None when killed at ``timeout``)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     start = time.perf_counter()
     with open(os.devnull, "wb") as sink:
-        child = subprocess.Popen(argv, stdout=sink, stderr=sink, env=env, start_new_session=True)
+        child = subprocess.Popen(argv, stdout=sink, stderr=sink, env=child_env(), start_new_session=True)
         deadline = start + timeout
         while True:
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)
@@ -155,7 +154,7 @@ def main() -> int:
     runs: list[Run] = []
     try:
         writer = [sys.executable, __file__, *sys.argv[1:], "--write-into", str(root)]
-        listed = subprocess.run(writer, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        listed = subprocess.run(writer, check=True, capture_output=True, text=True, env=child_env())
         for line in listed.stdout.splitlines():
             kind, codec, where = line.split(" ", 2)
             log_dir = Path(where)

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from cli.main import main
 from segments.log_segment import LogSegment
 from segments.records import SimpleRecord, build_batch
-from tests.conftest import CLIENTS_GENERATED, KAFKA_REAL, require_fixtures
+from tests.conftest import CLIENTS_GENERATED, FAILURE_DEADLINE_S, KAFKA_REAL, require_fixtures
 
 T0 = 1_700_000_000_000
 
@@ -143,7 +143,7 @@ def test_reindex_in_place_refuses_a_locked_dir_with_exit_3(tmp_path: Path) -> No
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
-        holder.wait(timeout=10)
+        holder.wait(timeout=FAILURE_DEADLINE_S)
 
 
 def test_progress_bar_draws_only_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,10 +26,9 @@ from cli.main import main
 from segments.log_segment import LogSegment
 from segments.naming import TopicPartition
 from segments.records import SimpleRecord, build_batch
-from tests.conftest import KAFKA_REAL, require_fixtures
+from tests.conftest import KAFKA_REAL, child_env, require_fixtures
 from tests.test_cli_inspect import _real_copy, _transactional_partition, _tree_hash
 
-REPO = Path(__file__).resolve().parent.parent
 T0 = 1_700_000_000_000
 WATCHDOG_S = 120
 
@@ -82,13 +81,6 @@ def _one_line_error(result: Result, code: int) -> str:
 
 def _logmgr() -> list[str]:
     return [sys.executable, "-m", "cli.main"]
-
-
-def _env() -> dict[str, str]:
-    """This checkout ahead of whatever is on PYTHONPATH already (extended, never replaced)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    return env
 
 
 @pytest.fixture
@@ -352,7 +344,7 @@ def test_export_of_no_partitions_is_an_error_and_writes_nothing(tmp_path: Path, 
 
 def test_python_m_cli_main_runs_logmgr(tmp_path: Path) -> None:
     logs = _log_dir(tmp_path, (0, 2))
-    done = subprocess.run([*_logmgr(), "verify", "--json", str(logs)], env=_env(), capture_output=True, check=False)
+    done = subprocess.run([*_logmgr(), "verify", "--json", str(logs)], env=child_env(), capture_output=True, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["records"] == 6
 
@@ -361,7 +353,7 @@ def test_read_into_a_pipe_closed_early_ends_quietly(tmp_path: Path, watchdog: li
     # The bug: `logmgr read ... | head -1` ended with "Error: [Errno 32] Broken pipe" and exit 1.
     logs = _big_log_dir(tmp_path)
     process = subprocess.Popen(
-        [*_logmgr(), "read", str(logs), "t-0"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*_logmgr(), "read", str(logs), "t-0"], env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     watchdog.append(process)
     assert process.stdout is not None and process.stderr is not None
@@ -395,7 +387,7 @@ def test_any_command_into_a_closed_stdout_exits_quietly(tmp_path: Path, command:
     os.close(read_end)  # the reader is gone before the first byte is written
     try:
         done = subprocess.run(
-            [*_logmgr(), *args], env=_env(), stdout=write_end, stderr=subprocess.PIPE, check=False, timeout=WATCHDOG_S
+            [*_logmgr(), *args], env=child_env(), stdout=write_end, stderr=subprocess.PIPE, check=False, timeout=WATCHDOG_S
         )
     finally:
         os.close(write_end)
@@ -410,7 +402,7 @@ def test_sigint_in_the_middle_of_a_read_exits_130_with_one_line(
     before = _tree_hash(tmp_path)
     process = subprocess.Popen(
         [*_logmgr(), "read", str(logs), "t-0"],
-        env=_env(),
+        env=child_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         # As at a terminal: a suite started in the background by a non-interactive shell passes SIGINT ignored to
@@ -433,7 +425,7 @@ def test_serve_creates_its_dir_only_with_create_and_exits_130_on_sigint(
 ) -> None:
     logs = tmp_path / "new-logs"
     process = subprocess.Popen(
-        [*_logmgr(), "serve", str(logs), "--create"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*_logmgr(), "serve", str(logs), "--create"], env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     watchdog.append(process)
     assert process.stderr is not None
@@ -460,7 +452,7 @@ def test_serve_names_each_topic_of_unknown_config_its_retention_job_would_delete
     process = subprocess.Popen(
         [*_logmgr(), "serve", str(logs), "--topic-config", "demo:cleanup.policy=compact", "--topic-config",
          "my:retention.ms=-1"],
-        env=_env(),
+        env=child_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

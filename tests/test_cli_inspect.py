@@ -29,7 +29,7 @@ from logmgr.log_loader import load_log
 from logmgr.verify import verify_paths
 from segments.naming import TopicPartition
 from segments.records import ControlRecordType, SimpleRecord
-from tests.conftest import KAFKA_REAL, require_fixtures
+from tests.conftest import FAILURE_DEADLINE_S, KAFKA_REAL, require_fixtures
 
 REAL_DIRS = {
     "zk-3.7.1-clean-multiseg": "kafka-logs",
@@ -87,7 +87,7 @@ def lock_holder() -> Iterator[Callable[[Path], None]]:
     for child in children:
         assert child.stdin is not None
         child.stdin.close()
-        child.wait(timeout=10)
+        child.wait(timeout=FAILURE_DEADLINE_S)
 
 
 # -- info ---------------------------------------------------------------------------------------------------------

@@ -191,12 +191,17 @@ def test_cleanup_real_run_executes_the_dry_run_plan_then_verifies_clean(tmp_path
         "zk-3.7.1-clean-multiseg/kafka-logs",
     ],
 )
-def test_bug_cleanup_dry_run_said_nothing_on_real_dirs_the_real_run_then_cleaned(tmp_path: Path, fixture: str) -> None:
+@pytest.mark.parametrize("retention", [["--retention-ms", "1"], []], ids=["retention-1ms", "default-retention"])
+def test_bug_cleanup_dry_run_said_nothing_on_real_dirs_the_real_run_then_cleaned(
+    tmp_path: Path, fixture: str, retention: list[str]
+) -> None:
     """Was: on six real broker dirs the dry run said "would delete 0 segment(s)" and the real run (which rolled the
     active segment first) deleted 2-9 segments each. Now both are one plan: the real run applies exactly the dry
-    run's actions, on every real dir, with a retention short enough to delete."""
+    run's actions, on every real dir, with a retention short enough to delete everything and with the broker's
+    default (7 days, which the fixtures' records have outlived): on the code before the plans, only the default
+    showed the difference (zk-3.6.2-running: the dry run would delete 0 segments, the real run deleted 1)."""
     logdir = _copy(KAFKA_REAL / fixture, tmp_path)
-    args = [str(logdir), "--json", "--retention-ms", "1"]
+    args = [str(logdir), "--json", *retention]
     planned = CliRunner().invoke(cleanup, [*args, "--dry-run"])
     assert planned.exit_code == 0, planned.output
     plan = json.loads(planned.output)
@@ -531,7 +536,7 @@ def _serve_command() -> list[str]:
 
 
 def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as response:
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
         body: bytes = response.read()
         return body.decode()
 

@@ -18,7 +18,7 @@ import pytest
 
 from logmgr.dir_lock import LOCK_FILE_NAME, LogDirLock, is_locked_by_another_process
 from logmgr.errors import LogDirLockedError, LogmgrError
-from tests.conftest import child_env
+from tests.conftest import FAILURE_DEADLINE_S, child_env
 
 # A second process that takes orders on stdin, so the kernel's view is checked from outside this process.
 _PEER_SOURCE = textwrap.dedent(
@@ -60,7 +60,7 @@ class Peer:
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
-        assert self.proc.wait(10) == 0
+        assert self.proc.wait(FAILURE_DEADLINE_S) == 0
 
 
 @pytest.fixture
@@ -176,13 +176,13 @@ def test_a_forked_child_is_refused_by_the_kernel_not_by_an_inherited_registry(tm
     with LogDirLock(tmp_path):
         child = ctx.Process(target=_child_tries, args=(str(tmp_path), queue))
         child.start()
-        answer = queue.get(timeout=10)
-        child.join(10)
+        answer = queue.get(timeout=FAILURE_DEADLINE_S)
+        child.join(FAILURE_DEADLINE_S)
     assert answer.startswith("another process")
     child = ctx.Process(target=_child_tries, args=(str(tmp_path), queue))
     child.start()
-    assert queue.get(timeout=10) == "ok"
-    child.join(10)
+    assert queue.get(timeout=FAILURE_DEADLINE_S) == "ok"
+    child.join(FAILURE_DEADLINE_S)
 
 
 def test_threads_racing_for_one_dir_exactly_one_wins(tmp_path: Path) -> None:
@@ -285,7 +285,7 @@ def test_a_jvm_file_channel_try_lock_and_ours_exclude_each_other(tmp_path: Path)
             jvm.stdin.write("\n")
             jvm.stdin.flush()
             assert jvm.stdout.readline().strip() == "busy"
-        assert jvm.wait(30) == 0
+        assert jvm.wait(FAILURE_DEADLINE_S) == 0
     finally:
         if jvm.poll() is None:
             jvm.kill()

@@ -27,7 +27,7 @@ from segments.records import (
     build_batch,
     build_end_txn_marker,
 )
-from tests.conftest import KAFKA_REAL, require_fixtures
+from tests.conftest import KAFKA_REAL, child_env, require_fixtures
 from tests.test_dump import SEGMENT, err_lines, json_lines, out_lines, run, three_batch_segment, write_log
 
 KRAFT_42 = KAFKA_REAL / "kraft-4.2-clean" / "kafka-logs"
@@ -647,7 +647,6 @@ def test_closed_stdout_with_a_decoder_exits_quietly() -> None:
     """`logmgr dump --offsets-decoder --files ... | head -1`: the reader goes away, the dump stops with exit 1
     and no traceback."""
     log = segment_file(OFFSETS_15, ".log")
-    repo = Path(__file__).resolve().parent.parent
     child = subprocess.Popen(
         [
             sys.executable,
@@ -660,7 +659,7 @@ def test_closed_stdout_with_a_decoder_exits_quietly() -> None:
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))},
+        env=child_env(),
     )
     assert child.stdout is not None and child.stderr is not None
     assert child.stdout.readline() == f"Dumping {log}\n".encode()

@@ -21,7 +21,9 @@ from logmgr.log_manager import LogManager
 from segments.errors import StorageFormatError
 from segments.file_records import iter_batches
 from segments.key_index import (
+    ENTRY_SIZE,
     HEADER_SIZE,
+    SLOT_SIZE,
     KeyIndexCorruptError,
     KeyIndexHeader,
     KeyIndexReader,
@@ -112,6 +114,10 @@ def test_a_slot_written_past_the_counted_entries_is_not_followed(tmp_path: Path)
     writer.close()
     with KeyIndexReader(path) as reader:
         assert [e.offset for e in reader.lookup(b"a")] == [1]
+    # Checked in the file: lookups stop at a link that does not point backwards, so they cannot tell.
+    with open(path, "rb") as f:
+        f.seek(HEADER_SIZE + SLOT_SIZE + 2 * ENTRY_SIZE - 4)  # entry 2's "previous" field
+        assert int.from_bytes(f.read(4), "big") == 0
 
 
 def test_bad_magic_and_short_files_raise_typed_errors_naming_the_file(tmp_path: Path) -> None:

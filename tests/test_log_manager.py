@@ -286,7 +286,7 @@ def test_bug_failed_lock_of_one_dir_removed_the_clean_marker_of_another(
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
-        holder.wait(10)
+        holder.wait(FAILURE_DEADLINE_S)
     again = make([d1, d2])
     again.startup()
     assert recovered(again) == 0

@@ -539,11 +539,13 @@ def test_aps_jobs_run_never_overlap_log_errors_and_stop_at_shutdown(
         raise RuntimeError("job failure")
 
     with caplog.at_level(logging.ERROR, logger="logmgr.scheduler"):
-        sched.startup()
         sched.schedule("fast", fast, delay_ms=0, period_ms=50)
         sched.schedule("slow", slow, delay_ms=0, period_ms=50)
         run_lock = sched._jobs["slow"].run_lock = ContendedLock(sched._jobs["slow"].run_lock)
         sched.schedule("bad", bad, delay_ms=10, period_ms=50)
+        # Started only now: a run of "slow" started before the lock above was in place would use the bare lock
+        # (and find `run_lock` unbound) whenever the machine is slow enough for APScheduler to get there first.
+        sched.startup()
         sched.run_job_now("slow")  # on demand, racing the scheduled runs
         assert run_lock.contended.is_set() and not overlap.is_set()
         wait_until(

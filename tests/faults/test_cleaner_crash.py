@@ -1,6 +1,7 @@
 """Crash test of the log cleaner (issue 12): a forked child appends to a compacted log and cleans it in a loop
-(``.cleaned`` -> ``.swap`` -> replace, checkpoint writes) until the test kills it with SIGKILL at a random moment;
-after every kill the log is reopened (the loader completes or undoes the interrupted swap) and must agree with
+(``.cleaned`` -> ``.swap`` -> replace, checkpoint writes) until the test kills it with SIGKILL at a random moment
+(every other cycle, a random moment after the child reported its first completed pass: whatever the machine's
+speed, some passes complete); after every kill the log is reopened (the loader completes or undoes the interrupted swap) and must agree with
 the model. The record at offset ``o`` is determined by ``o`` (key ``o mod 11``, a tombstone when ``o mod 5 == 0``),
 so the model needs no state from the child:
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import signal
 import sys
 import time
@@ -31,6 +33,7 @@ from logmgr.log import Isolation, Log
 from logmgr.log_loader import load_log
 from segments.naming import CLEANED_SUFFIX, SWAP_SUFFIX
 from segments.records import SimpleRecord
+from tests.conftest import FAILURE_DEADLINE_S
 
 SOAK = os.environ.get("LOGMGR_SOAK") == "1"
 CYCLES = int(os.environ.get("LOGMGR_CLEANER_CRASH_CYCLES", "2000" if SOAK else "24"))
@@ -62,14 +65,16 @@ def append_some(log: Log, count: int) -> None:
         log.append_records([SimpleRecord(value_of(offset), key_of(offset))])
 
 
-def child(directory: Path) -> None:
-    """Append and clean until killed (never returns)."""
+def child(directory: Path, passes: int) -> None:
+    """Append and clean until killed (never returns); write one byte to the descriptor ``passes`` after each
+    cleaning pass."""
     log = load_log(directory, CONFIG, clock=SystemClock())
     cleaner = LogCleaner(BROKER, lambda: {directory.parent: [log]}, SystemClock())
     while True:
         append_some(log, 40)
         log.roll()
         cleaner.clean_log(directory.parent, log)
+        os.write(passes, b".")
 
 
 def check(log: Log, root: Path) -> None:
@@ -106,16 +111,25 @@ def test_sigkill_during_cleaning_keeps_the_model(tmp_path: Path) -> None:
     log = load_log(directory, CONFIG, clock=SystemClock())
     append_some(log, 100)
     log.close()
-    for _cycle in range(CYCLES):
+    for cycle in range(CYCLES):
+        passes, passes_out = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child is killed
             try:
-                child(directory)
+                os.close(passes)
+                child(directory, passes_out)
             finally:
                 os._exit(1)
+        os.close(passes_out)
+        if cycle % 2:
+            # Every other kill comes after a completed pass (counted in work, not time): however slow the machine,
+            # the run cleans, and kills land in later passes too.
+            ready, _, _ = select.select([passes], [], [], FAILURE_DEADLINE_S)
+            assert ready and os.read(passes, 1) == b".", "the child completed no cleaning pass"
         time.sleep(rng.uniform(0.02, 0.4))
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
+        os.close(passes)
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, "the cleaning child died on its own"
         log = load_log(directory, CONFIG, clock=SystemClock())
         try:

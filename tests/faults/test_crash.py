@@ -53,7 +53,7 @@ from segments.errors import StorageFormatError
 from segments.file_records import iter_batches
 from segments.naming import LOG_SUFFIX, offset_from_file_name
 from segments.records import ControlRecordType, DefaultRecordBatch, EndTransactionMarker
-from tests.conftest import child_env
+from tests.conftest import FAILURE_DEADLINE_S, child_env
 from tests.faults.crash_writer import (
     COORDINATOR_EPOCH,
     PARTITION,
@@ -137,7 +137,7 @@ class ForkServer:
         assert self.process.stdin is not None
         self.process.stdin.close()
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=FAILURE_DEADLINE_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

@@ -363,7 +363,7 @@ def in_child(body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
             pytest.fail(f"the limited child did not answer within {CHILD_TIMEOUT_S} s")
         outcome = receiver.recv()
     finally:
-        child.join(10)
+        child.join(CHILD_TIMEOUT_S)
         if child.is_alive():
             child.kill()
             child.join()

@@ -33,7 +33,7 @@ from logmgr.errors import LogDirLockedError
 from logmgr.log_manager import LogManager
 from segments.naming import TopicPartition
 from segments.records import SimpleRecord
-from tests.conftest import REPO, child_env
+from tests.conftest import FAILURE_DEADLINE_S, REPO, child_env
 from tests.faults.test_hostile_input import FaultReport
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX record locks and SIGKILL")
@@ -101,12 +101,12 @@ class Holder:
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
-        assert self.proc.wait(10) == -signal.SIGKILL
+        assert self.proc.wait(FAILURE_DEADLINE_S) == -signal.SIGKILL
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             assert self.ask("stop") == "stopped"
-            assert self.proc.wait(10) == 0
+            assert self.proc.wait(FAILURE_DEADLINE_S) == 0
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def holders() -> Iterator[list[Holder]]:
     for holder in started:
         if holder.proc.poll() is None:
             holder.proc.kill()
-            holder.proc.wait(10)
+            holder.proc.wait(FAILURE_DEADLINE_S)
 
 
 def _broker(*dirs: Path) -> BrokerConfig:

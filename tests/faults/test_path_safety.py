@@ -43,7 +43,7 @@ from segments.naming import (
     validate_topic_partition,
 )
 from segments.records import SimpleRecord
-from tests.conftest import REPO, child_env
+from tests.conftest import FAILURE_DEADLINE_S, REPO, child_env
 from tests.faults.test_hostile_input import FaultReport
 
 REPORT = FaultReport(__file__)
@@ -313,10 +313,10 @@ def test_serve_refuses_a_dir_holding_a_link_out(dirs: tuple[Path, Path]) -> None
         text=True,
     )
     try:
-        _, stderr = child.communicate(timeout=20)
+        _, stderr = child.communicate(timeout=FAILURE_DEADLINE_S)
     except subprocess.TimeoutExpired:
         child.send_signal(signal.SIGTERM)
-        child.communicate(timeout=20)
+        child.communicate(timeout=FAILURE_DEADLINE_S)
         pytest.fail("serve started on a dir holding a link out of it")
     assert child.returncode == 1, stderr
     assert "symbolic link" in stderr
@@ -362,6 +362,20 @@ def test_log_manager_does_not_create_a_log_through_a_linked_partition_dir(dirs: 
         with contextlib.suppress(StorageFormatError, OSError, ValueError):
             manager.get_or_create_log("evil", 0).append_records([SimpleRecord(b"x")])
     assert _tree(outside) == before
+
+
+def test_a_partition_dir_name_longer_than_255_bytes_fails_cleanly(dirs: tuple[Path, Path]) -> None:
+    # A legal topic (249 characters) and partition (10 digits) make a 260-byte name: no file system takes it. Not a
+    # regression: the code before these tests already refused it cleanly.
+    logdir, _ = dirs
+    before = _tree(logdir)
+    text = "x" * MAX_TOPIC_LENGTH + "-2147483647"
+    result = _invoke(["append", str(logdir), text, "--create"], '{"value": "x"}\n')
+    assert result.exit_code == 1 and "File name too long" in result.output
+    assert _invoke(["read", str(logdir), text]).exit_code == 1
+    after = _tree(logdir)
+    assert {k: v for k, v in after.items() if k != ".lock"} == {k: v for k, v in before.items() if k != ".lock"}
+    REPORT.add("name")
 
 
 # --- regressions (one per bug found by these tests) -------------------------------------------------------------
@@ -420,19 +434,6 @@ def test_checkpoints_set_refuses_a_topic_kafka_would_refuse(dirs: tuple[Path, Pa
     assert checkpoint.read_bytes() == before
 
 
-def test_a_partition_dir_name_longer_than_255_bytes_fails_cleanly(dirs: tuple[Path, Path]) -> None:
-    # A legal topic (249 characters) and partition (10 digits) make a 260-byte name: no file system takes it.
-    logdir, _ = dirs
-    before = _tree(logdir)
-    text = "x" * MAX_TOPIC_LENGTH + "-2147483647"
-    result = _invoke(["append", str(logdir), text, "--create"], '{"value": "x"}\n')
-    assert result.exit_code == 1 and "File name too long" in result.output
-    assert _invoke(["read", str(logdir), text]).exit_code == 1
-    after = _tree(logdir)
-    assert {k: v for k, v in after.items() if k != ".lock"} == {k: v for k, v in before.items() if k != ".lock"}
-    REPORT.add("name")
-
-
 def test_log_manager_recovery_does_not_truncate_a_linked_log_file(dirs: tuple[Path, Path]) -> None:
     logdir, outside = dirs
     victim = outside / f"victim-{FIRST}.log"
@@ -448,8 +449,10 @@ def test_log_manager_recovery_does_not_truncate_a_linked_log_file(dirs: tuple[Pa
 
 
 def test_log_manager_checkpoint_write_does_not_follow_a_tmp_link(dirs: tuple[Path, Path]) -> None:
+    # The link is planted once the manager runs: one there at startup is removed by the startup sweep of
+    # temporaries, which would pass this test even if the checkpoint write followed links.
     logdir, outside = dirs
-    LINKS["dangling-tmp"](logdir, outside)
     with contextlib.suppress(OSError), LogManager(_broker(logdir)) as manager:
+        LINKS["dangling-tmp"](logdir, outside)
         manager.checkpoint_recovery_points()
     assert not (outside / "created-through-tmp").exists()

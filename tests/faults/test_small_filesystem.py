@@ -83,12 +83,12 @@ def run_isolated(body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
             pytest.fail(f"the child did not answer within {CHILD_TIMEOUT_S} s")
         outcome = receiver.recv()
     except EOFError:
-        child.join(10)
+        child.join(CHILD_TIMEOUT_S)
         code = child.exitcode
         name = signal.Signals(-code).name if code is not None and code < 0 else f"exit code {code}"
         pytest.fail(f"the child died without an answer: {name}")
     finally:
-        child.join(10)
+        child.join(CHILD_TIMEOUT_S)
         if child.is_alive():
             child.kill()
             child.join()
