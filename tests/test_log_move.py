@@ -359,7 +359,7 @@ def test_the_moved_log_appends_reads_retains_and_compacts(make: Factory, dirs: t
     props = {"log.cleanup.policy": "compact,delete", "log.cleaner.enable": "true", "log.cleaner.min.cleanable.ratio": "0.01"}
     m, log = start_in_d1(make, dirs, 30, props)
     report = m.cleaner.clean_log(dirs[0], log)
-    assert report is not None and report.end_offset > 0
+    assert report is not None and report.end_offset is not None and report.end_offset > 0
     checkpoint = OffsetCheckpointFile(dirs[0] / CLEANER_OFFSET_CHECKPOINT_FILE).read()[TP]
     moved = m.move_log("t", 0, dirs[1])
     # The cleaner checkpoint moved with the log.
@@ -369,7 +369,7 @@ def test_the_moved_log_appends_reads_retains_and_compacts(make: Factory, dirs: t
     assert values(moved)[-1] == (39, b"v39")
     # Compaction: every record has the same key, so only the newest survive below the active segment.
     cleaned = m.cleaner.clean_log(dirs[1], moved)
-    assert cleaned is not None and cleaned.end_offset > checkpoint
+    assert cleaned is not None and cleaned.end_offset is not None and cleaned.end_offset > checkpoint
     assert values(moved)[-1] == (39, b"v39") and len(values(moved)) < 40
     # Retention: the log start offset rule deletes the segments below it.
     moved.delete_records_before(35)
