@@ -134,12 +134,54 @@ def disk_usage(path: Path) -> int:
 
 
 @dataclass
+class FutureLogInfo:
+    """A ``-future`` dir of the log dir (an intra-broker move under way): its offsets and how far it is behind the
+    current log (Kafka's ``offsetLag`` of a future replica), when the current log's dir was given."""
+
+    topic: str
+    partition: int
+    dir: str
+    segments: int
+    size: int
+    logStartOffset: int
+    logEndOffset: int
+    currentLogDir: str | None
+    currentLogEndOffset: int | None
+    lag: int | None
+
+
+def future_log_info(tp: TopicPartition, future_dir: Path, log_start: int | None, other_dirs: list[Path]) -> FutureLogInfo:
+    """Scan the future log and, when one of ``other_dirs`` holds it, the current log of ``tp``. O(bytes of both)."""
+    future = partition_info(tp, future_dir, log_start=log_start, recovery_point=None, high_watermark=None)
+    current_dir = next((d for d in other_dirs if (d / str(tp)).is_dir() and not (d / str(tp)).is_symlink()), None)
+    current_end = None
+    if current_dir is not None:
+        starts = OffsetCheckpointFile(current_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read()
+        current_end = partition_info(
+            tp, current_dir / str(tp), log_start=starts.get(tp), recovery_point=None, high_watermark=None
+        ).logEndOffset
+    return FutureLogInfo(
+        tp.topic,
+        tp.partition,
+        future_dir.name,
+        future.segments,
+        future.size,
+        future.logStartOffset,
+        future.logEndOffset,
+        None if current_dir is None else str(current_dir),
+        current_end,
+        None if current_end is None else max(0, current_end - future.logEndOffset),
+    )
+
+
+@dataclass
 class LogDirInfo:
     """What ``info`` reports for a log dir."""
 
     log_dir: Path
     partitions: list[PartitionInfo]
     totals: dict[str, int]
+    future_logs: list[FutureLogInfo]
 
     def problems(self) -> list[dict[str, object]]:
         """Every partition's problems (:meth:`PartitionInfo.problems`) as ``{"topic", "partition", "error"}``.
@@ -153,13 +195,16 @@ class LogDirInfo:
         return {
             "logDir": str(self.log_dir),
             "partitions": [asdict(p) for p in self.partitions],
+            "futureLogs": [asdict(f) for f in self.future_logs],
             "totals": self.totals,
             "problems": self.problems(),
         }
 
 
-def log_dir_info(log_dir: Path) -> LogDirInfo:
-    """``info`` for a whole log dir: per-partition entries, totals and disk usage. O(bytes of the dir)."""
+def log_dir_info(log_dir: Path, other_dirs: list[Path] | None = None) -> LogDirInfo:
+    """``info`` for a whole log dir: per-partition entries, future logs (with their lag when ``other_dirs``, the
+    broker's other log dirs, hold their current logs), totals and disk usage. O(bytes of the dir + current logs
+    of its future logs)."""
     starts = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT_FILE).read()
     recovery = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE).read()
     watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT_FILE).read()
@@ -180,7 +225,10 @@ def log_dir_info(log_dir: Path) -> LogDirInfo:
         "records": sum(p.records for p in partitions),
         "diskUsage": disk_usage(log_dir),
     }
-    return LogDirInfo(log_dir, partitions, totals)
+    futures = [
+        future_log_info(tp, path, starts.get(tp), other_dirs or []) for tp, path in partition_dirs(log_dir, "future")
+    ]
+    return LogDirInfo(log_dir, partitions, totals, futures)
 
 
 def _text(value: int | None) -> str:
@@ -193,20 +241,30 @@ def _time_text(value: int | None) -> str:
 
 @click.command()
 @click.argument("log_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: partitions, totals, disk usage.")
+@click.option(
+    "--log-dir",
+    "other_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Another log dir of the same broker (repeatable): where the current logs of LOG_DIR's future logs are "
+    "looked up, to show their lag.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: partitions, future logs, totals, disk usage.")
 @one_line_errors
-def info(log_dir: Path, as_json: bool) -> None:
+def info(log_dir: Path, other_dirs: tuple[Path, ...], as_json: bool) -> None:
     """Summarize a log dir without changing it: per partition the segments, size, records, log start and end
     offsets, recovery point, high watermark (replication-offset-checkpoint), oldest and newest timestamps and
-    producers in the latest producer snapshot; then totals and the dir's disk usage. Times are ISO 8601 UTC
-    (epoch ms with --json). Takes no lock. Exits 1 when a partition's recovery point is above its log end offset
-    (flushed records missing).
+    producers in the latest producer snapshot; the future logs of moves into the dir (``-future`` dirs) with their
+    log end offset and lag behind the current log (found in a --log-dir; '-' otherwise); then totals and the dir's
+    disk usage. Times are ISO 8601 UTC (epoch ms with --json). Takes no lock. Exits 1 when a partition's recovery
+    point is above its log end offset (flushed records missing).
 
     \b
     Example:
         logmgr info /var/lib/kafka/data --json
+        logmgr info /data2 --log-dir /data1
     """
-    report = log_dir_info(log_dir)
+    report = log_dir_info(log_dir, list(other_dirs))
     if as_json:
         click.echo(json.dumps(report.to_dict()))
     else:
@@ -230,12 +288,31 @@ def _print_text(report: LogDirInfo) -> None:
                 _text(p.producers),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    _print_table(rows)
+    if report.future_logs:
+        _print_futures(report.future_logs)
     click.echo(
         "total: {partitions} partitions, {segments} segments, {size} bytes, {records} records; "
         "disk usage {diskUsage} bytes".format(**report.totals)
     )
     for problem in report.problems():
         click.echo(f"{problem['topic']}-{problem['partition']}: {problem['error']}")
+
+
+def _print_futures(futures: list[FutureLogInfo]) -> None:
+    """The future logs' table. O(future logs)."""
+    header = ("FUTURE", "SEGS", "SIZE", "START", "END", "CURRENT-DIR", "CURRENT-END", "LAG")
+    rows: list[tuple[str, ...]] = [header]
+    for f in futures:
+        offsets = (f.segments, f.size, f.logStartOffset, f.logEndOffset)
+        rows.append(
+            (f.dir, *(_text(v) for v in offsets), f.currentLogDir or "-", _text(f.currentLogEndOffset), _text(f.lag))
+        )
+    _print_table(rows)
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    """``rows`` (the header first) in left-aligned columns. O(cells)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

@@ -267,6 +267,9 @@ class Log:
         self.group_commit: GroupCommitService | None = None
         # Set by the key index dispatcher when the topic enables the key index; hooks below keep it in step.
         self.key_index: LogKeyIndex | None = None
+        # Set by an intra-broker move (logmgr.log_move): told of every truncation, under the writer lock, with the
+        # new log end offset and whether the log was emptied, so the future log drops the same tail.
+        self.truncation_observer: Callable[[int, bool], None] | None = None
 
     # -- offsets ------------------------------------------------------------------------------------------------
 
@@ -314,6 +317,19 @@ class Log:
     def set_high_watermark_provider(self, provider: Callable[[], int] | None) -> None:
         """Let the embedding service answer :attr:`high_watermark` (e.g. from its replication state). O(1)."""
         self._high_watermark_provider = provider
+
+    def adopt_high_watermark(self, source: Log) -> None:
+        """Take ``source``'s high watermark (its provider, or the value set on it), as Kafka's
+        ``replaceCurrentWithFutureLog`` gives the future log the current one's. O(producers)."""
+        self.set_high_watermark_provider(source._high_watermark_provider)
+        if source._high_watermark is not None:
+            self.high_watermark = source._high_watermark
+
+    @property
+    def truncation_sequence(self) -> int:
+        """Grows by two with every truncation, odd while one runs: a copier that read the log compares it to know
+        that what it read is still the log's (:mod:`logmgr.log_move`). O(1)."""
+        return self._truncation_sequence
 
     def remove_expired_producers(self, now_ms: int) -> None:
         """Drop producers idle for ``producer.id.expiration.ms`` under the log lock (appends add producers and
@@ -915,6 +931,8 @@ class Log:
         else:
             # Nothing maintains it: a file that indexed the removed tail would hide the records appended after.
             key_index_file(self.dir, self.segments.active_segment.base_offset).unlink(missing_ok=True)
+        if self.truncation_observer is not None:
+            self.truncation_observer(self._log_end_offset, False)
 
     @_io_guarded("full truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -930,6 +948,8 @@ class Log:
             self.producer_state.truncate_fully_and_start_at(new_offset)
             if self.key_index is not None:
                 self.key_index.truncated(new_offset)
+            if self.truncation_observer is not None:
+                self.truncation_observer(new_offset, True)
 
     @_io_guarded("log start offset increase")
     def delete_records_before(self, offset: int) -> int:

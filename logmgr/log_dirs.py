@@ -12,7 +12,7 @@ from pathlib import Path
 
 from segments.errors import InvalidPartitionDirError
 from segments.log_segment import LogSegment
-from segments.naming import LOG_SUFFIX, PartitionDirName, TopicPartition, offset_from_file_name
+from segments.naming import LOG_SUFFIX, DirKind, PartitionDirName, TopicPartition, offset_from_file_name
 
 
 def segment_base_offsets(partition_dir: Path) -> list[int]:
@@ -41,10 +41,10 @@ def readonly_segments(partition_dir: Path) -> Iterator[list[LogSegment]]:
             segment.close()
 
 
-def partition_dirs(log_dir: Path) -> list[tuple[TopicPartition, Path]]:
-    """Live partition dirs of ``log_dir`` (``-delete``/``-future``/``-stray`` and other dirs skipped), sorted by
-    topic and partition. Symlinked entries are not followed, so a link cannot pull a dir from outside ``log_dir``
-    into a scan. O(entries)."""
+def partition_dirs(log_dir: Path, kind: DirKind = "live") -> list[tuple[TopicPartition, Path]]:
+    """Partition dirs of ``log_dir`` of one ``kind`` (by default the live ones: ``-delete``/``-future``/``-stray``
+    and other dirs skipped), sorted by topic and partition. Symlinked entries are not followed, so a link cannot
+    pull a dir from outside ``log_dir`` into a scan. O(entries)."""
     found = []
     for child in log_dir.iterdir():
         if child.is_symlink() or not child.is_dir():
@@ -53,6 +53,6 @@ def partition_dirs(log_dir: Path) -> list[tuple[TopicPartition, Path]]:
             parsed = PartitionDirName.parse(child.name)
         except InvalidPartitionDirError:
             continue
-        if parsed.kind == "live":
+        if parsed.kind == kind:
             found.append((parsed.topic_partition, child))
     return sorted(found, key=lambda item: (item[0].topic, item[0].partition))

@@ -24,16 +24,18 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from checkpoints.atomic import remove_temporaries
+from checkpoints.atomic import fsync_dir, remove_temporaries
 from checkpoints.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker
 from checkpoints.meta_properties import META_PROPERTIES_FILE
 from checkpoints.offset_checkpoint import (
@@ -43,6 +45,7 @@ from checkpoints.offset_checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
+from checkpoints.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from logmgr.cleaner.log_cleaner import CleanerRunReport, LogCleaner
 from logmgr.clock import Clock, SystemClock
 from logmgr.config import BrokerConfig, LogConfig
@@ -52,6 +55,7 @@ from logmgr.group_commit import GroupCommitService
 from logmgr.key_index import KeyIndexDispatcher
 from logmgr.log import Log, LogDirState
 from logmgr.log_loader import load_log
+from logmgr.log_move import COPY_CHUNK_BYTES, LogMove, LogMoveCancelledError, MoveEvent
 from logmgr.retention import (
     DiskUsageState,
     LogSnapshot,
@@ -64,7 +68,7 @@ from logmgr.retention import (
 from logmgr.scheduler import ApsScheduler, Scheduler
 from logmgr.segment_deleter import DeletionRun, SegmentDeleter, SegmentReaders
 from segments.errors import InvalidPartitionDirError, StorageFormatError
-from segments.naming import PartitionDirName, TopicPartition, validate_topic_partition
+from segments.naming import PartitionDirName, TopicPartition, future_dir_name, validate_topic_partition
 
 logger = logging.getLogger("logmgr.manager")
 
@@ -76,6 +80,8 @@ JOB_DELETE_LOGS = "kafka-delete-logs"
 JOB_PRODUCER_EXPIRATION = "PeriodicProducerExpirationCheck"
 JOB_LOG_CLEANER = "kafka-log-cleaner"
 JOB_DISK_CHECK = "logmgr-disk-check"
+JOB_ALTER_LOG_DIRS = "ReplicaAlterLogDirsThread"
+"""Prefix of the one-shot job that resumes the move of a future log found at startup (``<prefix>-<topic>-<p>``)."""
 MANUAL_DELETE_RUNS = 20
 """RocketMQ's ``MAX_MANUAL_DELETE_FILE_TIMES``: cleanup runs one :meth:`LogManager.execute_delete_files_manually`
 opens the delete window for."""
@@ -112,6 +118,8 @@ class LogDir:
     state: LogDirState
     had_clean_shutdown: bool
     logs: dict[TopicPartition, Log] = field(default_factory=dict)
+    future_logs: dict[TopicPartition, Log] = field(default_factory=dict)
+    """The ``-future`` logs of moves into this dir (Kafka's ``futureLogs``), checkpointed and flushed with it."""
     loaded_all: bool = False
     removed_temporaries: list[str] = field(default_factory=list)
     disk_state: DiskUsageState = "ok"
@@ -139,6 +147,10 @@ class CleanupReport:
 class _PendingDirDeletion:
     path: Path
     due_ms: int
+
+
+def _no_event(step: str) -> None:
+    """A move nobody watches."""
 
 
 class LogManager:
@@ -191,6 +203,8 @@ class LogManager:
         self.last_cleanup: CleanupReport | None = None
         self.cleaner = LogCleaner(broker, self._logs_by_dir, self.clock, sleep=sleep)
         self.key_indexer = KeyIndexDispatcher()
+        # Intra-broker moves in progress, by partition: each has its future log in its target dir's future_logs.
+        self._moves: dict[TopicPartition, LogMove] = {}
 
     # -- configuration ----------------------------------------------------------------------------------------
 
@@ -248,6 +262,7 @@ class LogManager:
                 for log_dir in locked:
                     self._dirs[log_dir.path] = log_dir
                 self._load_all()
+                self._reconcile_future_logs()
                 if all(log_dir.state.offline for log_dir in locked):
                     # Kafka halts a broker none of whose log dirs is online.
                     failures = "; ".join(str(d.state.failure) for d in locked)
@@ -256,15 +271,20 @@ class LogManager:
                 # Leave nothing open or locked: the logs already loaded are closed (no checkpoint or marker is
                 # written, so the next start still treats the dirs as they were found).
                 for log_dir in locked:
-                    for log in log_dir.logs.values():
+                    for log in [*log_dir.logs.values(), *log_dir.future_logs.values()]:
                         with contextlib.suppress(KafkaStorageError):
                             log.close()
                     log_dir.logs.clear()
+                    log_dir.future_logs.clear()
                     if log_dir.lock is not None:
                         log_dir.lock.release()
                 self._dirs.clear()
+                self._moves.clear()
                 raise
             self._schedule_jobs()
+            for tp, move in self._moves.items():
+                # Kafka's broker restarts the alter-log-dirs fetcher of every future log it loaded.
+                self.scheduler.schedule_once(f"{JOB_ALTER_LOG_DIRS}-{tp}", partial(self._run_move, move, _no_event), 0)
             self.scheduler.startup()
             if self.group_commit is not None:
                 self.group_commit.start()
@@ -298,7 +318,7 @@ class LogManager:
             logger.info("removed %s (temporary of an interrupted write)", log_dir.path / name)
 
     def _load_all(self) -> None:
-        work: list[tuple[LogDir, Path, LogConfig, int, int]] = []
+        work: list[tuple[LogDir, Path, LogConfig, int, int, bool]] = []
         for log_dir in self._dirs.values():
             if log_dir.state.offline:
                 continue
@@ -321,17 +341,21 @@ class LogManager:
                 if parsed.kind == "delete":
                     self._deleted_dirs.append(_PendingDirDeletion(child, self.clock.time_ms()))
                     continue
-                if parsed.kind != "live":
+                if parsed.kind not in ("live", "future"):
                     logger.warning("skipping %s (%s replica)", child, parsed.kind)
                     continue
                 tp = parsed.topic_partition
-                work.append((log_dir, child, self.log_config(tp.topic), recovery_points.get(tp, 0), start_offsets.get(tp, 0)))
+                # A future log's checkpoint entries are its own (Kafka checkpoints future logs in their dir).
+                work.append((
+                    log_dir, child, self.log_config(tp.topic), recovery_points.get(tp, 0), start_offsets.get(tp, 0),
+                    parsed.kind == "future",
+                ))
         threads = max(1, self.broker.num_recovery_threads_per_data_dir) * max(1, len(self._dirs))
         done = 0
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
             futures = {
-                pool.submit(self._load_one, log_dir, path, config, rp, lso): (log_dir, path)
-                for log_dir, path, config, rp, lso in work
+                pool.submit(self._load_one, log_dir, path, config, rp, lso, future=future): (log_dir, path)
+                for log_dir, path, config, rp, lso, future in work
             }
             failure: BaseException | None = None
             for future in as_completed(futures):
@@ -350,7 +374,10 @@ class LogManager:
                             pending.cancel()
                     continue
                 with self._lock:
-                    log_dir.logs[log.topic_partition] = log
+                    if PartitionDirName.parse(path.name).kind == "future":
+                        log_dir.future_logs[log.topic_partition] = log
+                    else:
+                        log_dir.logs[log.topic_partition] = log
                 if failure is not None:
                     continue
                 done += 1
@@ -363,13 +390,25 @@ class LogManager:
         for log_dir in self._dirs.values():
             log_dir.loaded_all = not log_dir.state.offline
 
-    def _load_one(self, log_dir: LogDir, path: Path, config: LogConfig, recovery_point: int, start: int) -> Log:
+    def _load_one(
+        self,
+        log_dir: LogDir,
+        path: Path,
+        config: LogConfig,
+        recovery_point: int,
+        start: int,
+        *,
+        future: bool = False,
+        clean: bool | None = None,
+    ) -> Log:
+        """Load the log at ``path`` for ``log_dir`` (recovering unless the dir, or ``clean``, says it shut down
+        cleanly); a ``future`` log gets no group commit or key index until it is swapped in. O(load)."""
         log = load_log(
             path,
             config,
             recovery_point=recovery_point,
             log_start_offset=start,
-            had_clean_shutdown=log_dir.had_clean_shutdown,
+            had_clean_shutdown=log_dir.had_clean_shutdown if clean is None else clean,
             clock=self.clock,
             deleter=self.deleter,
             readers=self.readers,
@@ -377,8 +416,64 @@ class LogManager:
             producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
         )
         log.dir_state = log_dir.state
-        log.group_commit = self.group_commit
-        self.key_indexer.register(log)
+        if not future:
+            log.group_commit = self.group_commit
+            self.key_indexer.register(log)
+        return log
+
+    def _reconcile_future_logs(self) -> None:
+        """Resume or finish the moves whose future logs startup found. A future log with a current log becomes a
+        move again (its tail cut to the current's end first: records the current lost to its recovery). One with
+        no current log was complete: a move renames the current to ``-delete`` only once its future holds
+        every record, flushed, so the future is swapped in (Kafka's ``recoverAbandonedFutureLogs``), unless a dir
+        is offline: the current may be there, and the future is then left on disk untouched. O(futures)."""
+        any_offline = any(d.state.offline for d in self._dirs.values())
+        for log_dir in self._dirs.values():
+            for tp, future in list(log_dir.future_logs.items()):
+                source = self._dir_of(tp)
+                if tp in self._moves:
+                    # Kafka's loadLog refuses two future logs of one partition.
+                    raise LogmgrError(f"duplicate future logs of {tp}: {future.dir} and {self._moves[tp].future.dir}")
+                if source is not None:
+                    move = LogMove(source.logs[tp], future, source.path, log_dir.path)
+                    move.realign()
+                    self._moves[tp] = move
+                    self.cleaner.abort_and_pause(tp)
+                    continue
+                del log_dir.future_logs[tp]
+                if any_offline:
+                    logger.warning("%s has no current log in an online dir: left as it is", future.dir)
+                    future.close()
+                    continue
+                logger.info("%s: the current log is gone, the future log replaces it", future.dir)
+                future.flush()
+                future.close()
+                self._promote(log_dir, future, _no_event)
+
+    def _dir_of(self, tp: TopicPartition) -> LogDir | None:
+        """The dir holding the current log of ``tp``. O(dirs)."""
+        with self._lock:
+            return next((d for d in self._dirs.values() if tp in d.logs), None)
+
+    def _promote(self, log_dir: LogDir, future: Log, on_event: MoveEvent) -> Log:
+        """Kafka's ``renameDir`` of the future log (flushed and closed by the caller) to the partition's name in
+        ``log_dir``, fsynced, and its reload as the current log. O(segments)."""
+        tp = future.topic_partition
+        path = log_dir.path / str(tp)
+        try:
+            os.replace(future.dir, path)
+            fsync_dir(log_dir.path)
+        except OSError as err:
+            raise self._dir_failure(log_dir, f"renaming {future.dir.name} to {path.name}", err) from err
+        on_event("future-renamed")
+        try:
+            log = self._load_one(
+                log_dir, path, self.log_config(tp.topic), future.log_end_offset, future.log_start_offset, clean=True
+            )
+        except (OSError, KafkaStorageError) as err:
+            raise self._dir_failure(log_dir, f"loading {path.name}", err) from err
+        with self._lock:
+            log_dir.logs[tp] = log
         return log
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
@@ -436,6 +531,10 @@ class LogManager:
         with self._lock:
             if not self._started:
                 return
+        with self._lock:
+            for move in self._moves.values():
+                # A copy under way stops at its next step; its future log stays, resumed at the next start.
+                move.cancelled = True
         # Not under the manager's lock: a running job may need it to finish, and the shutdown waits for the job.
         self.scheduler.shutdown(wait=True)
         if self.group_commit is not None:
@@ -458,7 +557,7 @@ class LogManager:
     def _shutdown_dir(self, log_dir: LogDir) -> None:
         """Kafka's per-dir shutdown: flush and close the logs; only a dir still online gets its checkpoints, and
         the clean-shutdown marker when every log of it loaded. O(logs of the dir)."""
-        for log in log_dir.logs.values():
+        for log in [*log_dir.logs.values(), *log_dir.future_logs.values()]:
             try:
                 if not log.is_offline:
                     log.flush()
@@ -569,6 +668,11 @@ class LogManager:
         """Close the log, rename its dir to the ``-delete`` form and remove it after ``file.delete.delay.ms``.
         O(segments)."""
         with self._lock:
+            move = self._moves.get(tp)
+            if move is not None:
+                # The future log goes first: a future left without its current would be swapped in at the next start.
+                move.cancelled = True
+                self._abort_move(move)
             for log_dir in self._dirs.values():
                 log = log_dir.logs.pop(tp, None)
                 if log is not None:
@@ -585,6 +689,170 @@ class LogManager:
                     self._write_log_start_offsets(log_dir)
                     return target
         raise LogmgrError(f"no log for {tp}")
+
+    # -- intra-broker moves -------------------------------------------------------------------------------------
+
+    def move_log(
+        self,
+        topic: str,
+        partition: int,
+        target_dir: Path | str,
+        *,
+        on_event: MoveEvent = _no_event,
+        chunk_bytes: int = COPY_CHUNK_BYTES,
+    ) -> Log:
+        """Move the log of ``topic-partition`` into the log dir ``target_dir`` (Kafka's alterReplicaLogDirs,
+        ``ReplicaAlterLogDirsThread`` and ``replaceCurrentWithFutureLog``), in the caller's thread; returns the log
+        that serves the partition afterwards (the old :class:`Log` object is closed: callers fetch the new one).
+
+        1. The future log ``<topic>-<partition>.<uniqueId>-future`` is created in the target dir (with the
+           partition's topic id) and cleaning of the partition pauses until the swap.
+        2. The current log's batches are appended to it as a follower (:class:`LogMove`) while appends go on.
+        3. Under the current's writer lock (appends wait): the last batches are copied, the future log is flushed
+           and closed, the target dir's checkpoints get its recovery point and log start offset and the cleaner
+           checkpoint entry moves to the target dir.
+        4. The current log is renamed ``-delete`` (fsynced; removed after ``file.delete.delay.ms``), then the future
+           log is renamed to the partition's name (fsynced) and reopened as the current log, with the old one's
+           high watermark. The source dir's checkpoints drop the partition.
+
+        A crash before step 4 leaves the current log and a future log, resumed at the next start; after its first
+        rename, a future log and no current log, which the next start swaps in: a partition is never served from
+        two dirs, and every record acknowledged before the swap is in the future log. Moving a future log's
+        partition again to the same dir joins (or resumes) that move; to the dir it is in returns its log.
+        ``on_event`` hears each step (``copied``, ``caught-up``, ``future-flushed``, ``checkpoints-written``,
+        ``source-deleted``, ``future-renamed``, ``swapped``). Raises :class:`LogmgrError` for an unknown partition or
+        dir, a move to another dir under way, or a record the future log refuses (the move is then undone: the
+        future log is deleted); :class:`KafkaStorageError` when a dir fails; :class:`LogMoveCancelledError` when
+        shutdown stops it. O(bytes of the log); appends wait O(about a chunk + appends since).
+        """
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            target = self._dirs.get(Path(target_dir).resolve())
+            if target is None:
+                raise LogmgrError(f"{target_dir} is not a log dir of this manager")
+            if target.state.offline:
+                raise KafkaStorageError(f"log dir {target.path} is offline ({target.state.failure})")
+            move = self._moves.get(tp)
+            if move is not None and move.target != target.path:
+                raise LogmgrError(f"{tp} is already moving to {move.target}")
+            if move is None:
+                source = self._dir_of(tp)
+                if source is None:
+                    raise LogmgrError(f"no log for {tp}")
+                if source is target:
+                    return source.logs[tp]
+                move = self._start_move(tp, source, target, chunk_bytes)
+        return self._run_move(move, on_event)
+
+    def future_logs(self) -> list[LogMove]:
+        """The moves under way (each with its current log, future log and lag). O(moves)."""
+        with self._lock:
+            return list(self._moves.values())
+
+    def _start_move(self, tp: TopicPartition, source: LogDir, target: LogDir, chunk_bytes: int) -> LogMove:
+        """Create the future log of ``tp`` in ``target`` (Kafka's ``getOrCreateLog(isFuture = true)``), pause its
+        cleaning (Kafka's alterReplicaLogDirs does) and register the move. Under the manager's lock. O(1)."""
+        current = source.logs[tp]
+        try:
+            topic_id = read_partition_metadata(current.dir / PARTITION_METADATA_FILE).topic_id
+        except FileNotFoundError:
+            topic_id = None
+        path = target.path / future_dir_name(tp)
+        try:
+            future = self._load_one(target, path, self.log_config(tp.topic), 0, 0, future=True, clean=True)
+            future.ensure_partition_metadata(topic_id)
+        except (OSError, KafkaStorageError) as err:
+            raise self._dir_failure(target, f"creating the future log of {tp}", err) from err
+        target.future_logs[tp] = future
+        move = LogMove(current, future, source.path, target.path, chunk_bytes=chunk_bytes)
+        self._moves[tp] = move
+        self.cleaner.abort_and_pause(tp)
+        logger.info("moving %s from %s to %s (future log %s)", tp, source.path, target.path, path.name)
+        return move
+
+    def _run_move(self, move: LogMove, on_event: MoveEvent) -> Log:
+        """Copy, catch up and swap (steps 2-4 of :meth:`move_log`); undo the move when the copy fails. O(bytes)."""
+        tp = move.topic_partition
+        with move.run_lock:
+            if move.done:
+                log = self.get_log(tp)
+                if log is None:
+                    raise LogmgrError(f"no log for {tp}")
+                return log
+            try:
+                move.copy_unlocked(on_event)
+                # The manager's lock before the log's, as delete_log and truncate_to take them.
+                with self._lock:
+                    move.check()
+                    with move.current._lock:
+                        move.catch_up()
+                        on_event("caught-up")
+                        return self._swap(move, on_event)
+            except BaseException as err:
+                if move.cancelled and not isinstance(err, LogMoveCancelledError):
+                    # Shutdown or deletion closed a log under the copy: the move stops, it did not fail.
+                    raise LogMoveCancelledError(f"move of {tp} to {move.target} cancelled") from err
+                if not move.cancelled and not move.committed:
+                    with self._lock:
+                        self._abort_move(move)
+                raise
+
+    def _swap(self, move: LogMove, on_event: MoveEvent) -> Log:
+        """Steps 3 (after the catch-up) and 4 of :meth:`move_log`, under the manager's and the current's locks."""
+        source, target = self._dirs[move.source], self._dirs[move.target]
+        current, future, tp = move.current, move.future, move.topic_partition
+        future.flush()
+        future.close()
+        on_event("future-flushed")
+        self._write_recovery_points(target)
+        self._write_log_start_offsets(target)
+        self.cleaner.move_checkpoint(source.path, target.path, tp)
+        if target.state.offline:
+            raise KafkaStorageError(f"log dir {target.path} is offline ({target.state.failure})")
+        on_event("checkpoints-written")
+        # From here on the future log holds the partition: nothing may delete it any more.
+        move.committed = True
+        move.detach()
+        del self._moves[tp]
+        del target.future_logs[tp]
+        source.logs.pop(tp)
+        self.key_indexer.unregister(current)
+        try:
+            deleted = current.delete()
+        except KafkaStorageError as err:
+            # Its dir is offline now; the next start finds the current log or its -delete dir, and the future log.
+            raise self._dir_failure(source, f"renaming {current.dir.name} for deletion", err) from err
+        self._deleted_dirs.append(_PendingDirDeletion(deleted, self.clock.time_ms()))
+        on_event("source-deleted")
+        log = self._promote(target, future, on_event)
+        log.adopt_high_watermark(current)
+        self.cleaner.remove_checkpoint(source.path, tp)
+        self._write_recovery_points(source)
+        self._write_log_start_offsets(source)
+        move.done = True
+        self.cleaner.resume(tp)
+        logger.info("moved %s from %s to %s", tp, source.path, target.path)
+        on_event("swapped")
+        return log
+
+    def _abort_move(self, move: LogMove) -> None:
+        """Undo a move before its swap: the future log is deleted, cleaning resumes. Under the manager's lock;
+        idempotent. O(segments of the future log)."""
+        tp = move.topic_partition
+        if self._moves.get(tp) is not move:
+            return
+        del self._moves[tp]
+        target = self._dirs[move.target]
+        target.future_logs.pop(tp, None)
+        move.detach()
+        try:
+            self._deleted_dirs.append(_PendingDirDeletion(move.future.delete(), self.clock.time_ms()))
+        except KafkaStorageError as err:
+            self._mark_dir_offline(target, err)
+        self._write_recovery_points(target)
+        self._write_log_start_offsets(target)
+        self.cleaner.resume(tp)
+        logger.info("move of %s to %s undone", tp, target.path)
 
     def log_dirs(self) -> list[LogDir]:
         with self._lock:
@@ -765,7 +1033,7 @@ class LogManager:
         """Flush every log whose last flush is ``flush.ms`` old; advances recovery points. O(logs)."""
         now = self.clock.time_ms()
         for log_dir in self.log_dirs():
-            for log in list(log_dir.logs.values()):
+            for log in [log for _, log in self._checkpointed(log_dir)]:
                 if log_dir.state.offline:
                     break
                 if now - log.last_flush_ms < log.config.flush_ms:
@@ -830,17 +1098,23 @@ class LogManager:
         """Kafka drops an offline dir's checkpoint files from its maps: nothing is written there anymore."""
         if log_dir.state.offline:
             return
-        points = {tp: log.recovery_point for tp, log in sorted(log_dir.logs.items(), key=lambda kv: str(kv[0]))}
+        points = {tp: log.recovery_point for tp, log in sorted(self._checkpointed(log_dir), key=lambda kv: str(kv[0]))}
         try:
             OffsetCheckpointFile(log_dir.path / RECOVERY_POINT_CHECKPOINT_FILE).write(points)
         except OSError as err:
             self._mark_dir_offline(log_dir, err)
 
+    @staticmethod
+    def _checkpointed(log_dir: LogDir) -> list[tuple[TopicPartition, Log]]:
+        """The logs a dir's checkpoints list: its current logs and its future logs (as Kafka's ``logsByDir``; a
+        future log is never in the dir of its current log, so their entries cannot clash). O(logs)."""
+        return [*log_dir.logs.items(), *log_dir.future_logs.items()]
+
     def _write_log_start_offsets(self, log_dir: LogDir) -> None:
         if log_dir.state.offline:
             return
         offsets = {}
-        for tp, log in sorted(log_dir.logs.items(), key=lambda kv: str(kv[0])):
+        for tp, log in sorted(self._checkpointed(log_dir), key=lambda kv: str(kv[0])):
             first = log.segments.first_segment()
             if first is not None and log.log_start_offset > first.base_offset:
                 offsets[tp] = log.log_start_offset
@@ -912,8 +1186,21 @@ class LogManager:
             str(tp): {"rolled": tp in cleanup.rolled, "deletions": [d.describe() for d in deletions]}
             for tp, deletions in sorted(cleanup.deletions.items(), key=lambda kv: str(kv[0]))
         }
+        moves = [
+            {
+                "topic": move.topic_partition.topic,
+                "partition": move.topic_partition.partition,
+                "sourceDir": str(move.source),
+                "futureDir": str(move.future.dir),
+                "logEndOffset": move.future.log_end_offset,
+                "lag": move.lag,
+            }
+            for move in self.future_logs()
+        ]
         return {
             "dirs": dirs,
+            # Moves under way: each future log, how far it is behind its current log (Kafka's offsetLag).
+            "futureLogs": moves,
             "jobs": jobs,
             "pendingDeletionBytes": self.deleter.pending_bytes(),
             # The retention job's last executed plan: each segment it deleted and why.

@@ -303,7 +303,7 @@ def test_non_partition_directory_fails_startup_and_releases_the_locks(make: Fact
 
 def test_skipped_directories(make: Factory, tmp_path: Path) -> None:
     d1 = tmp_path / "d1"
-    for name in ("__cluster_metadata-0", "remote-log-index-cache", "t-0.abc-future", "t-1.abc-stray"):
+    for name in ("__cluster_metadata-0", "remote-log-index-cache", "t-1.abc-stray"):
         (d1 / name).mkdir(parents=True)
     (d1 / "__cluster_metadata-0" / "00000000000000000000.index").write_bytes(bytes(8))
     m = make()
@@ -311,6 +311,7 @@ def test_skipped_directories(make: Factory, tmp_path: Path) -> None:
     assert m.all_logs() == []
     # KRaft's metadata log is not ours: even its orphan index stays.
     assert (d1 / "__cluster_metadata-0" / "00000000000000000000.index").exists()
+    assert (d1 / "t-1.abc-stray").is_dir()
 
 
 # -- logs ---------------------------------------------------------------------------------------------------------

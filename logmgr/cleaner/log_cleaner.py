@@ -380,6 +380,16 @@ class LogCleaner:
         if tp in checkpoints.read():
             checkpoints.update({}, remove=(tp,))
 
+    def move_checkpoint(self, source: Path, target: Path, tp: TopicPartition) -> None:
+        """Kafka's ``alterCheckpointDir`` (first half): ``target``'s checkpoint gets ``tp``'s entry of ``source``,
+        or loses a stale one when ``source`` has none; the caller drops ``source``'s once the log moved, so a crash
+        in between leaves an entry only where the log may be. O(entries)."""
+        offset = CleanerCheckpoints(source).read().get(tp)
+        if offset is None:
+            self.remove_checkpoint(target, tp)
+        else:
+            CleanerCheckpoints(target).update({tp: offset})
+
     def truncate_checkpoint(self, log_dir: Path, tp: TopicPartition, offset: int) -> None:
         """Kafka's ``maybeTruncateCheckpoint``: after ``tp``'s log was truncated, a checkpoint above ``offset`` (the
         base of its active segment) comes down to it, so the next pass re-reads what may have been rewritten.
