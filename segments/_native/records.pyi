@@ -149,10 +149,10 @@ class RecordColumns:
     def header_value_nulls(self) -> int: ...
 
 def decode_columns(
-    regions: list[Buffer],
-    counts: list[int],
-    base_offsets: list[int],
-    base_timestamps: list[int],
-    log_append_times: list[int | None],
+    regions: Sequence[Buffer],
+    counts: Sequence[int],
+    base_offsets: Sequence[int],
+    base_timestamps: Sequence[int],
+    log_append_times: Sequence[int | None],
     headers: bool,
 ) -> RecordColumns | int: ...

@@ -1324,7 +1324,7 @@ cdef Py_ssize_t _count_nulls(const uint8_t *validity, Py_ssize_t n) noexcept nog
     return n - valid
 
 
-def decode_columns(list regions, list counts, list base_offsets, list base_timestamps, list log_append_times, bint headers):
+def decode_columns(regions, counts, base_offsets, base_timestamps, log_append_times, bint headers):
     """Decode the records of many magic-2 batches into :class:`RecordColumns`: ``regions[i]`` is batch i's
     (decompressed) records region (bytes or a contiguous memoryview) or a slice of whole records of it,
     ``counts[i]`` its records, ``log_append_times[i]`` the batch's max timestamp under LogAppendTime (what every
