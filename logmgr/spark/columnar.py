@@ -30,7 +30,8 @@ from segments.errors import CorruptRecordError
 from segments.records import RECORD_BATCH_OVERHEAD, DefaultRecordBatch, Record, RecordBatch, TimestampType
 
 # A chunk is flushed as one Arrow batch at this many rows or this many bytes of records, whichever comes first:
-# big enough that numpy's per-call overhead vanishes, small enough to bound a task's memory.
+# big enough that the per-chunk work (one kernel call, Arrow and numpy assembly) vanishes per row, small enough to
+# bound a task's memory.
 TARGET_ROWS = 65_536
 TARGET_BYTES = 32 * 1024 * 1024
 
@@ -94,8 +95,8 @@ class ColumnarDecoder:
     """Accumulates the batches of one segment slice and emits :class:`pyarrow.RecordBatch` es in Spark's Kafka
     schema (plus the requested extra columns).
 
-    ``add`` frames a batch's records (the only per-record Python work); ``flush`` decodes every other field of
-    the queued records at once. Records outside ``[min_offset, max_offset)`` are dropped. Errors name
+    ``add`` queues a batch's records region; ``flush`` frames and decodes every queued record in one native call
+    and builds the Arrow arrays on its buffers. Records outside ``[min_offset, max_offset)`` are dropped. Errors name
     ``path`` and the byte position in it.
     """
 

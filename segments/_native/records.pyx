@@ -138,7 +138,7 @@ cdef class SimpleRecord:
 
 
 @cython.no_gc
-@cython.freelist(256)
+@cython.freelist(1024)  # a batch's worth: the records of the batch read before are recycled for the next one
 cdef class Record:
     """A decoded record, reported as Kafka's reader reports it.
 
@@ -533,6 +533,9 @@ cdef class RecordReader:
 
     def __iter__(self):
         return self
+
+    def __length_hint__(self):
+        return self.remaining
 
     def __next__(self):
         cdef Py_ssize_t left
