@@ -87,7 +87,7 @@ def encode_record(
     headers: Sequence[Header] = (),
 ) -> bytes: ...
 def encode_batch(
-    items: list[SimpleRecord],
+    items: Sequence[SimpleRecord],
     offset_deltas: Sequence[int] | None,
     base_offset: int,
     partition_leader_epoch: int,

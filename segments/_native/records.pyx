@@ -988,7 +988,7 @@ cdef inline SimpleRecord _simple(object item):
 
 
 def encode_batch(
-    list items,
+    items,
     offset_deltas,
     int64_t base_offset,
     int32_t partition_leader_epoch,
@@ -1006,7 +1006,9 @@ def encode_batch(
     ``offset_deltas`` or ``0..n-1``; the max timestamp is ``log_append_time`` when given, else the largest record
     timestamp. O(size); the CRC runs without the GIL over large batches. Raises :class:`ValueError` for a field
     out of its varint range and :class:`RecordTooLargeError` for a batch past the 32-bit length field."""
-    cdef Py_ssize_t n = len(items)
+    # Snapshots: the two passes index them without bounds checks, and an item's attributes may run Python code.
+    cdef tuple records = tuple(items)
+    cdef Py_ssize_t n = len(records)
     cdef Py_ssize_t i
     cdef int64_t timestamp = 0, max_timestamp = 0
     cdef int32_t offset_delta = 0
@@ -1018,8 +1020,10 @@ def encode_batch(
     cdef uint32_t crc
     cdef _Bytes key, value
     cdef tuple deltas = None if offset_deltas is None else tuple([_int32(delta) for delta in offset_deltas])
+    if n == 0 or (deltas is not None and len(deltas) != n):
+        raise ValueError("a batch needs at least one record, and one offset delta per record")
     for i in range(n):
-        simple = _simple(items[i])
+        simple = _simple(records[i])
         timestamp = simple.timestamp
         offset_delta = <int32_t>i if deltas is None else <int32_t>deltas[i]
         body = _body_size(
@@ -1044,7 +1048,7 @@ def encode_batch(
         p = <uint8_t *>PyBytes_AS_STRING_MUT(region)
     stop = p + records_size
     for i in range(n):
-        simple = _simple(items[i])
+        simple = _simple(records[i])
         offset_delta = <int32_t>i if deltas is None else <int32_t>deltas[i]
         p = _write_record(
             p,
