@@ -1195,6 +1195,7 @@ cdef struct _Sink:
     int32_t *header_value_offsets
     uint8_t *header_value_data
     uint8_t *header_value_validity
+    _Totals capacity  # what the first pass counted: the buffers' sizes
 
 
 cdef inline void _copy_value(const uint8_t *src, int32_t size, Py_ssize_t row, int32_t *offsets, uint8_t *data) noexcept nogil:
@@ -1213,6 +1214,34 @@ cdef inline void _copy_nullable(
         return
     _copy_value(src, size, row, offsets, data)
     validity[row >> 3] |= <uint8_t>(1 << (row & 7))
+
+
+cdef bint _fits(const uint8_t *buf, Py_ssize_t end, _Sink *sink, Py_ssize_t row, Py_ssize_t header, _Parsed *r) noexcept nogil:
+    """Whether a parsed record's fields fit the room left in the sink's buffers. O(headers)."""
+    cdef Py_ssize_t hpos = r.headers_pos, key_bytes = 0, value_bytes = 0
+    cdef int32_t h, size = 0
+    if row >= sink.capacity.rows:
+        return False
+    if r.key_size > 0 and sink.key_offsets[row] + <Py_ssize_t>r.key_size > sink.capacity.key_bytes:
+        return False
+    if r.value_size > 0 and sink.value_offsets[row] + <Py_ssize_t>r.value_size > sink.capacity.value_bytes:
+        return False
+    if sink.header_offsets == NULL or r.header_count == 0:
+        return True
+    if header + r.header_count > sink.capacity.headers:
+        return False
+    for h in range(r.header_count):
+        _varint(buf, end, &hpos, &size)
+        key_bytes += size
+        hpos += size
+        _varint(buf, end, &hpos, &size)
+        if size > 0:
+            value_bytes += size
+            hpos += size
+    return (
+        sink.header_key_offsets[header] + key_bytes <= sink.capacity.header_key_bytes
+        and sink.header_value_offsets[header] + value_bytes <= sink.capacity.header_value_bytes
+    )
 
 
 cdef Py_ssize_t _columns_pass(_Batch *batches, Py_ssize_t n, _Totals *totals, _Sink *sink) noexcept nogil:
@@ -1237,6 +1266,10 @@ cdef Py_ssize_t _columns_pass(_Batch *batches, Py_ssize_t n, _Totals *totals, _S
             if _parse_body(batch.buf, batch.size, pos, body_size, body_end, &r) != 0:
                 return b
             pos = body_end
+            if sink != NULL and not _fits(batch.buf, batch.size, sink, row, header, &r):
+                # The bytes changed since the first pass (a buffer written by another thread while the GIL was
+                # released): the batch is treated as corrupt rather than written past the buffers.
+                return b
             if sink == NULL:
                 totals.rows += 1
                 totals.key_bytes += r.key_size if r.key_size > 0 else 0
@@ -1390,6 +1423,7 @@ def decode_columns(regions, counts, base_offsets, base_timestamps, log_append_ti
         out.value_validity = _zeros((totals.rows + 7) // 8)
         out.headers = totals.headers
         memset(&sink, 0, sizeof(_Sink))
+        sink.capacity = totals
         sink.offsets = <int64_t *>_ptr(out.offsets)
         sink.timestamps = <int64_t *>_ptr(out.timestamps)
         sink.timestamp_types = <int32_t *>_ptr(out.timestamp_types)
