@@ -7,10 +7,12 @@
 * :class:`RecordSlicer` and :func:`frame_region`: records framed by their length varints alone;
 * :func:`encode_batch` / :func:`append_record`: records and a whole batch written in one pass, header and CRC
   included (compression is a callback: :mod:`segments.compression`);
+* :func:`decode_columns`: the records of many batches into Arrow-ready column buffers (the Spark reader);
 * the zig-zag varint codecs of :mod:`segments.varint`.
 
-Every read of input bytes is bounded by the end of the bytes held (``wire.pxd``'s readers): hostile input gives
-the typed errors of :mod:`segments.errors` with the same messages and positions as Kafka's reader would report.
+One record parser (:func:`_parse_body`) serves the reader and the column decoder. Every read of input bytes is
+bounded by the end of the bytes held (``wire.pxd``'s readers): hostile input gives the typed errors of
+:mod:`segments.errors`, with the messages and positions the format layer has always reported.
 """
 
 cimport cython
