@@ -7,7 +7,8 @@ headers)`` tuples.
 
 * decode = construct the batch view and iterate every record, reading offset, timestamp, key and value;
 * encode = build one batch from 1000 tuples, compression included (ours converts each tuple to a
-  ``SimpleRecord``; the peers call ``builder.append`` per tuple).
+  ``SimpleRecord``, its header pairs to ``Header`` objects when it has any; the peers call ``builder.append`` per
+  tuple).
 
 Before timing, every decoder's records are compared with the input, and every encoder's output is decoded by
 ours and compared too (so the peers read our lz4 frames and we read theirs).
@@ -77,7 +78,10 @@ def _decode_ours(buf: bytes) -> Iterable[Any]:
 
 def _encode_ours(items: Sequence[Item], codec: CompressionType) -> bytes:
     return build_batch(
-        [SimpleRecord(value, key, ts, tuple(starmap(Header, headers))) for key, value, ts, headers in items],
+        [
+            SimpleRecord(value, key, ts, tuple(starmap(Header, headers)) if headers else ())
+            for key, value, ts, headers in items
+        ],
         compression=codec,
     )
 

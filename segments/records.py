@@ -25,6 +25,13 @@ from typing import ClassVar
 
 from crc32c import crc32c
 
+# The record objects and the record codec are native (segments/_native/records.pyx); re-exported here.
+from segments._native.records import Header as Header
+from segments._native.records import Record as Record
+from segments._native.records import RecordReader, RecordSlicer, encode_batch, frame_region
+from segments._native.records import SimpleRecord as SimpleRecord
+from segments._native.records import append_record as append_record
+from segments._native.records import encode_record as encode_record
 from segments.compression import (
     CompressionType,
     compress,
@@ -38,7 +45,6 @@ from segments.errors import (
     UnsupportedCompressionError,
     UnsupportedMagicError,
 )
-from segments.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
 
 Buffer = bytes | bytearray | memoryview
 
@@ -60,7 +66,6 @@ NO_PARTITION_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
 
 _INT32_MAX = (1 << 31) - 1
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # Offsets inside the batch header (§1.1).
 CRC_OFFSET = 17
@@ -185,53 +190,6 @@ class EndTransactionMarker:
     def value_bytes(self) -> bytes:
         """The control record value (version 0, coordinator epoch). O(1)."""
         return struct.pack(">hi", self.CURRENT_VERSION, self.coordinator_epoch)
-
-
-@dataclass(slots=True)
-class Header:
-    """A record header: a UTF-8 key (never null) and a nullable value."""
-
-    key: str
-    value: bytes | None
-
-
-@dataclass(slots=True)
-class SimpleRecord:
-    """A record to be written: what a producer supplies, before offsets are assigned."""
-
-    value: bytes | None
-    key: bytes | None = None
-    timestamp: int = NO_TIMESTAMP
-    headers: tuple[Header, ...] = ()
-
-
-@dataclass(slots=True)
-class Record:
-    """A decoded record, reported as Kafka's reader reports it.
-
-    ``timestamp`` is what Kafka returns: the batch's max timestamp for LogAppendTime batches, ``-1`` for magic 0.
-    ``stored_timestamp`` is the value actually encoded in the record (differs only under LogAppendTime).
-    ``checksum`` is the stored CRC-32 of a legacy message, ``None`` for magic 2.
-    """
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...]
-    sequence: int
-    size_in_bytes: int
-    stored_timestamp: int
-    checksum: int | None = None
-
-    def to_simple(self) -> SimpleRecord:
-        """The record as builder input (stored timestamp, key, value, headers). O(headers)."""
-        return SimpleRecord(self.value, self.key, self.stored_timestamp, self.headers)
-
-
-def _java_long(value: int) -> int:
-    """``value`` wrapped to a signed 64-bit integer, as Java's ``long`` arithmetic leaves it."""
-    return (value - _INT64_MIN) % (1 << 64) + _INT64_MIN
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -549,9 +507,17 @@ class DefaultRecordBatch(RecordBatch):
     def validate_record_framing(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS) -> None:
         """Check that the records region (decompressed if needed) holds exactly ``records_count`` length-prefixed
         records and nothing else, without decoding their fields: what an append must prove before the batch is
-        written. O(size) time, O(largest record) memory. Raises :class:`CorruptRecordError`."""
-        for _ in self.record_slices(limits, max_slice_records=_INT32_MAX, max_slice_bytes=_FRAMING_SLICE_BYTES):
-            pass
+        written. An uncompressed region is framed in place by one native loop (without the GIL when large).
+        O(size) time, O(largest record) memory. Raises :class:`CorruptRecordError`."""
+        if self.compression is not CompressionType.NONE:
+            for _ in self.record_slices(limits, max_slice_records=_INT32_MAX, max_slice_bytes=_FRAMING_SLICE_BYTES):
+                pass
+            return
+        self._check_region(limits)
+        try:
+            frame_region(self.records_region(), self._records_count, limits.max_record_bytes)
+        except CorruptRecordError as err:
+            raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
 
     def record_slices(
         self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS, *, max_slice_records: int, max_slice_bytes: int
@@ -561,13 +527,7 @@ class DefaultRecordBatch(RecordBatch):
         ``max_slice_bytes``. Records are framed by their lengths only (fields are not decoded) and checked
         against ``limits``; the CRC is not checked. O(size) time, O(slice + largest record) memory. Errors are
         located as in :meth:`records`."""
-        if self._records_count < 0:
-            raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
-        compressed = self.compression is not CompressionType.NONE
-        if not compressed and self.size_in_bytes > limits.max_batch_bytes:
-            raise RecordTooLargeError(
-                f"batch of {self.size_in_bytes} bytes exceeds the limit of {limits.max_batch_bytes}", position=8
-            )
+        compressed = self._check_region(limits)
         slices = iter_record_slices(
             self._region_pieces(limits.max_batch_bytes),
             self._records_count,
@@ -580,12 +540,19 @@ class DefaultRecordBatch(RecordBatch):
         except _RegionError as failure:
             raise failure.error from None
         except CorruptRecordError as err:
-            if compressed:
-                raise type(err)(
-                    f"in decompressed records at offset {err.position}: {err.message}",
-                    position=RECORD_BATCH_OVERHEAD,
-                ) from None
-            raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
+            raise _located_record_error(err, compressed) from None
+
+    def _check_region(self, limits: DecodeLimits) -> bool:
+        """Refuse a negative record count and an uncompressed batch above ``limits``; whether the batch is
+        compressed. O(1)."""
+        if self._records_count < 0:
+            raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
+        compressed = self.compression is not CompressionType.NONE
+        if not compressed and self.size_in_bytes > limits.max_batch_bytes:
+            raise RecordTooLargeError(
+                f"batch of {self.size_in_bytes} bytes exceeds the limit of {limits.max_batch_bytes}", position=8
+            )
+        return compressed
 
     def records(self) -> list[Record]:
         """Decode every record (decompressing first), without checking the CRC. O(size) time and memory.
@@ -595,59 +562,61 @@ class DefaultRecordBatch(RecordBatch):
         Positions in errors are relative to the batch start; for a compressed batch a record error points at the
         compressed region (byte 61) and its message gives the offset inside the decompressed records.
         """
-        return list(self.iter_records(check_crc=False))
+        compressed, records = self._reader(DEFAULT_DECODE_LIMITS)
+        try:
+            return list(records)
+        except _RegionError as failure:
+            raise failure.error from None
+        except CorruptRecordError as err:
+            raise _located_record_error(err, compressed) from None
 
     def iter_records(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS, *, check_crc: bool = True) -> Iterator[Record]:
         """See :meth:`RecordBatch.iter_records`; errors are located as in :meth:`records`. O(size) time,
         O(largest record) memory."""
         if check_crc:
             self.ensure_valid()
-        if self._records_count < 0:
-            raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
-        compressed = self.compression is not CompressionType.NONE
-        if not compressed and self.size_in_bytes > limits.max_batch_bytes:
-            raise RecordTooLargeError(
-                f"batch of {self.size_in_bytes} bytes exceeds the limit of {limits.max_batch_bytes}", position=8
-            )
-        elif not compressed and self._records_count > self.size_in_bytes - RECORD_BATCH_OVERHEAD:
+        compressed, records = self._reader(limits)
+        try:
+            yield from records
+        except _RegionError as failure:
+            raise failure.error from None
+        except CorruptRecordError as err:
+            raise _located_record_error(err, compressed) from None
+
+    def _reader(self, limits: DecodeLimits) -> tuple[bool, Iterator[Record]]:
+        """Whether the batch is compressed, and the native decoder of its records (checked against ``limits``).
+        O(1)."""
+        compressed = self._check_region(limits)
+        if not compressed and self._records_count > self.size_in_bytes - RECORD_BATCH_OVERHEAD:
             # Each record takes at least 7 bytes; refuse before looping over an absurd count.
             raise CorruptRecordError(
                 f"record count {self._records_count} cannot fit in {self.size_in_bytes - RECORD_BATCH_OVERHEAD} "
                 "bytes of records",
                 position=RECORD_BATCH_OVERHEAD,
             )
-        log_append_time = self._max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
-        records = iter_decode_records(
+        log_append_time = self._max_timestamp if self._attributes & TIMESTAMP_TYPE_MASK else None
+        records = RecordReader(
             self._region_pieces(limits.max_batch_bytes),
             self._records_count,
-            base_offset=self._base_offset,
-            base_timestamp=self._base_timestamp,
-            base_sequence=self._base_sequence,
-            log_append_time=log_append_time,
-            max_record_bytes=limits.max_record_bytes,
+            self._base_offset,
+            self._base_timestamp,
+            self._base_sequence,
+            log_append_time,
+            limits.max_record_bytes,
         )
-        try:
-            yield from records
-        except _RegionError as failure:
-            raise failure.error from None
-        except CorruptRecordError as err:
-            if compressed:
-                raise type(err)(
-                    f"in decompressed records at offset {err.position}: {err.message}",
-                    position=RECORD_BATCH_OVERHEAD,
-                ) from None
-            raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
+        return compressed, records
 
-    def _region_pieces(self, max_size: int) -> Iterator[bytes]:
-        """The records region, decompressed in pieces; a codec error comes out as :class:`_RegionError` holding
-        the error located in the batch, so :meth:`iter_records` does not take it for a record error."""
-        codec = self.compression
-        region = self.records_region()
-        if codec is CompressionType.NONE:
-            yield bytes(region)
-            return
+    def _region_pieces(self, max_size: int) -> Iterator[Buffer]:
+        """The records region, decompressed in pieces (an uncompressed region is one piece, read in place); a
+        codec error comes out as :class:`_RegionError` holding the error located in the batch, so
+        :meth:`iter_records` does not take it for a record error."""
+        if self.compression is CompressionType.NONE:
+            return iter((self.records_region(),))
+        return self._decompressed_pieces(max_size)
+
+    def _decompressed_pieces(self, max_size: int) -> Iterator[bytes]:
         try:
-            yield from decompress_chunks(codec, region, magic=MAGIC_V2, max_size=max_size)
+            yield from decompress_chunks(self.compression, self.records_region(), magic=MAGIC_V2, max_size=max_size)
         except CorruptRecordError as err:
             raise _RegionError(_located_in_region(err)) from None
 
@@ -690,6 +659,15 @@ class _RegionError(Exception):
         self.error = error
 
 
+def _located_record_error(err: CorruptRecordError, compressed: bool) -> CorruptRecordError:
+    """A record error of the (decompressed) records region located in the batch: an uncompressed region starts
+    at byte 61; in a compressed one the error points at the compressed region and names the offset inside the
+    decompressed records."""
+    if compressed:
+        return type(err)(f"in decompressed records at offset {err.position}: {err.message}", position=RECORD_BATCH_OVERHEAD)
+    return err.at(position_base=RECORD_BATCH_OVERHEAD)
+
+
 def _located_in_region(err: CorruptRecordError) -> CorruptRecordError:
     """A codec error (position inside the compressed region, or None) located in the batch."""
     if err.position is None:
@@ -728,32 +706,13 @@ def decode_records(
     )
 
 
-# Slices validate_record_framing asks for: big enough that slicing costs nothing per record, small enough that
-# framing a decompressed batch holds little of it.
+# Slices validate_record_framing asks for of a compressed batch: big enough that slicing costs nothing per record,
+# small enough that framing a decompressed batch holds little of it.
 _FRAMING_SLICE_BYTES = 1 << 20
-
-# The longest varint32: a record length never takes more bytes than this.
-_MAX_VARINT_BYTES = 5
-
-
-def _gather(pieces: Iterator[bytes], buffer: bytes, position: int, need: int) -> bytes:
-    """``buffer[position:]`` extended with pieces until it holds ``need`` bytes or the pieces run out. O(need).
-
-    A lone piece is returned as it is (``join`` copies only when there are several): an uncompressed region is
-    not copied again."""
-    parts = [buffer[position:]] if position < len(buffer) else []
-    have = len(buffer) - position
-    while have < need:
-        piece = next(pieces, None)
-        if piece is None:
-            break
-        parts.append(piece)
-        have += len(piece)
-    return b"".join(parts)
 
 
 def iter_decode_records(
-    pieces: Iterable[bytes],
+    pieces: Iterable[Buffer],
     count: int,
     *,
     base_offset: int,
@@ -763,139 +722,18 @@ def iter_decode_records(
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> Iterator[Record]:
     """Decode ``count`` magic-2 records (Kafka's ``DefaultRecord.readFrom``) from the stream of ``pieces``
-    (their concatenation is the records region), one at a time. O(stream) time, O(largest record + largest
-    piece) memory.
+    (their concatenation is the records region), one at a time, in the native decoder. O(stream) time,
+    O(largest record + largest piece) memory.
 
     A record whose length passes ``max_record_bytes`` raises :class:`RecordTooLargeError` before its bytes are
     gathered; every other flaw raises :class:`CorruptRecordError`, positions counted from the stream start. The
     stream must end right after the last record.
     """
-    source = iter(pieces)
-    region = b""
-    end = 0
-    pos = 0
-    consumed = 0  # stream position of region[0]
-    start = 0
-    # This loop runs once per record of every read: one-byte varints (the common case) are decoded inline.
-    try:
-        for _ in range(count):
-            if end - pos < _MAX_VARINT_BYTES:
-                consumed += pos
-                region, pos = _gather(source, region, pos, _MAX_VARINT_BYTES), 0
-                end = len(region)
-            start = pos
-            if pos >= end:
-                raise CorruptRecordError("buffer ends inside a varint", position=pos)
-            b = region[pos]
-            if b < 0x80:
-                body_size = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                body_size, pos = decode_varint(region, pos)
-            if body_size > max_record_bytes:
-                raise RecordTooLargeError(f"record of {body_size} bytes exceeds the limit of {max_record_bytes}",
-                                          position=start)
-            body_end = pos + body_size
-            if body_end > end:
-                consumed += start
-                region = _gather(source, region, start, body_end - start)
-                end = len(region)
-                pos -= start
-                body_end -= start
-                start = 0
-            if body_size < 0 or body_end > end:
-                raise CorruptRecordError(
-                    f"invalid record size: expected {body_size} bytes in record payload, but only {end - pos} remain",
-                    position=start,
-                )
-            if pos >= body_end:
-                raise CorruptRecordError("record ends before its attributes byte", position=start)
-            pos += 1  # record attributes: unused
-            b = region[pos]
-            if b < 0x80:
-                timestamp_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                timestamp_delta, pos = decode_varlong(region, pos)
-            b = region[pos]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                offset_delta, pos = decode_varint(region, pos)
-            b = region[pos]
-            if b < 0x80:
-                key_size = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                key_size, pos = decode_varint(region, pos)
-            if key_size >= 0:
-                if pos + key_size > body_end:
-                    raise CorruptRecordError(f"key size {key_size} runs past the record end", position=start)
-                key: bytes | None = region[pos : pos + key_size]
-                pos += key_size
-            else:
-                key = None
-            b = region[pos]
-            if b < 0x80:
-                value_size = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                value_size, pos = decode_varint(region, pos)
-            if value_size >= 0:
-                if pos + value_size > body_end:
-                    raise CorruptRecordError(f"value size {value_size} runs past the record end", position=start)
-                value: bytes | None = region[pos : pos + value_size]
-                pos += value_size
-            else:
-                value = None
-            b = region[pos]
-            if b < 0x80:
-                header_count = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                header_count, pos = decode_varint(region, pos)
-            if header_count < 0 or header_count > body_end - pos:
-                raise CorruptRecordError(f"found invalid number of record headers {header_count}", position=start)
-            headers: tuple[Header, ...] = ()
-            if header_count:
-                headers, pos = _decode_headers(region, pos, body_end, header_count, start)
-            if pos != body_end:
-                raise CorruptRecordError(
-                    f"invalid record size: expected to read {body_size} bytes in record payload, but read "
-                    f"{pos - body_end + body_size}",
-                    position=start,
-                )
-            # Kafka adds these as Java longs: a timestamp past the int64 range wraps instead of growing into a
-            # value no index, writer or int64 column can hold.
-            stored_timestamp = base_timestamp + timestamp_delta
-            if not _INT64_MIN <= stored_timestamp <= _INT64_MAX:
-                stored_timestamp = _java_long(stored_timestamp)
-            yield Record(
-                base_offset + offset_delta,
-                stored_timestamp if log_append_time is None else log_append_time,
-                key,
-                value,
-                headers,
-                NO_SEQUENCE if base_sequence < 0 else increment_sequence(base_sequence, offset_delta),
-                body_end - start,
-                stored_timestamp,
-            )
-    except IndexError:
-        raise CorruptRecordError(
-            "record runs past the end of the records region", position=consumed + start
-        ) from None
-    except CorruptRecordError as err:
-        raise err.at(position_base=consumed) from None
-    left = end - pos + sum(len(piece) for piece in source)
-    if left:
-        raise CorruptRecordError(
-            f"incorrect declared batch size, {left} bytes remain after {count} records", position=consumed + pos
-        )
+    return RecordReader(pieces, count, base_offset, base_timestamp, base_sequence, log_append_time, max_record_bytes)
 
 
 def iter_record_slices(
-    pieces: Iterable[bytes],
+    pieces: Iterable[Buffer],
     count: int,
     *,
     max_record_bytes: int,
@@ -910,132 +748,7 @@ def iter_record_slices(
     :class:`CorruptRecordError`, a length above ``max_record_bytes`` :class:`RecordTooLargeError`; positions
     are counted from the stream start.
     """
-    source = iter(pieces)
-    region = b""
-    end = 0
-    pos = 0
-    consumed = 0  # stream position of region[0]
-    first = 0  # start of the slice being gathered, in region
-    records = 0
-    for _ in range(count):
-        start = pos
-        if end - pos < _MAX_VARINT_BYTES:
-            consumed += first
-            region = _gather(source, region, first, pos - first + _MAX_VARINT_BYTES)
-            pos -= first
-            start, first, end = pos, 0, len(region)
-        if pos >= end:
-            raise CorruptRecordError("buffer ends inside a varint", position=consumed + pos)
-        # Record lengths are one or two varint bytes almost always: the one-byte case is decoded inline because
-        # this loop runs for every record of every append.
-        b = region[pos]
-        if b < 0x80:
-            body_size = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            try:
-                body_size, pos = decode_varint(region, pos)
-            except CorruptRecordError as err:
-                raise err.at(position_base=consumed) from None
-        if body_size > max_record_bytes:
-            raise RecordTooLargeError(
-                f"record of {body_size} bytes exceeds the limit of {max_record_bytes}", position=consumed + start
-            )
-        body_end = pos + body_size
-        if body_end > end:
-            consumed += first
-            region = _gather(source, region, first, body_end - first)
-            pos, start, body_end = pos - first, start - first, body_end - first
-            first, end = 0, len(region)
-        if body_size < 6 or body_end > end:
-            raise CorruptRecordError(f"invalid record size {body_size}", position=consumed + start)
-        pos = body_end
-        records += 1
-        if records >= max_slice_records or pos - first >= max_slice_bytes:
-            yield region[first:pos], records
-            first, records = pos, 0
-    if records:
-        yield region[first:pos], records
-    left = end - pos + sum(len(piece) for piece in source)
-    if left:
-        raise CorruptRecordError(
-            f"incorrect declared batch size, {left} bytes remain after {count} records", position=consumed + pos
-        )
-
-
-def _decode_headers(
-    region: bytes, pos: int, body_end: int, header_count: int, start: int
-) -> tuple[tuple[Header, ...], int]:
-    """``header_count`` headers from ``pos`` inside a record ending at ``body_end``; errors point at the record
-    (``start``) or, for a varint, at the varint."""
-    header_list = []
-    for _ in range(header_count):
-        header_key_size, pos = decode_varint(region, pos)
-        if header_key_size < 0 or pos + header_key_size > body_end:
-            raise CorruptRecordError(f"invalid header key size {header_key_size}", position=start)
-        # Kafka decodes header keys leniently (replacement characters); surrogateescape is as lenient
-        # and keeps the exact bytes, so a batch re-encodes byte for byte.
-        header_key = region[pos : pos + header_key_size].decode("utf-8", "surrogateescape")
-        pos += header_key_size
-        header_value_size, pos = decode_varint(region, pos)
-        if header_value_size >= 0:
-            if pos + header_value_size > body_end:
-                raise CorruptRecordError(f"invalid header value size {header_value_size}", position=start)
-            header_value: bytes | None = region[pos : pos + header_value_size]
-            pos += header_value_size
-        else:
-            header_value = None
-        header_list.append(Header(header_key, header_value))
-    return tuple(header_list), pos
-
-
-def encode_record(
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Sequence[Header] = (),
-) -> bytes:
-    """Encode one magic-2 record, length varint included. O(size)."""
-    out = bytearray()
-    append_record(out, offset_delta, timestamp_delta, key, value, headers)
-    return bytes(out)
-
-
-def append_record(
-    out: bytearray,
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Sequence[Header] = (),
-) -> None:
-    """Append one encoded magic-2 record (length varint, then body) to ``out``. O(size)."""
-    body = bytearray(b"\x00")
-    body += encode_varlong(timestamp_delta)
-    body += encode_varint(offset_delta)
-    if key is None:
-        body.append(1)  # varint(-1)
-    else:
-        body += encode_varint(len(key))
-        body += key
-    if value is None:
-        body.append(1)
-    else:
-        body += encode_varint(len(value))
-        body += value
-    body += encode_varint(len(headers))
-    for header in headers:
-        header_key = header.key.encode("utf-8", "surrogateescape")
-        body += encode_varint(len(header_key))
-        body += header_key
-        if header.value is None:
-            body.append(1)
-        else:
-            body += encode_varint(len(header.value))
-            body += header.value
-    out += encode_varint(len(body))
-    out += body
+    return RecordSlicer(pieces, count, max_record_bytes, max_slice_records, max_slice_bytes)
 
 
 def build_batch(
@@ -1055,39 +768,29 @@ def build_batch(
     delete_horizon_ms: int | None = None,
     offset_deltas: Sequence[int] | None = None,
 ) -> bytes:
-    """Build a magic-2 batch as Kafka's ``MemoryRecordsBuilder`` does. O(size).
+    """Build a magic-2 batch as Kafka's ``MemoryRecordsBuilder`` does, records, header and CRC written by the
+    native encoder in one pass (compression by :func:`segments.compression.compress`). O(size).
 
     Offsets are ``base_offset + i`` unless ``offset_deltas`` (strictly increasing, as after compaction) is given.
     Under LogAppendTime, ``log_append_time`` becomes the batch max timestamp (what readers report for every
     record) while records keep their own timestamps as deltas.
     """
-    items = list(records)
+    items = records if type(records) is list else list(records)
     if not items:
         raise ValueError("a record batch needs at least one record")
-    if offset_deltas is None:
-        deltas: Sequence[int] = range(len(items))
-    else:
-        if len(offset_deltas) != len(items) or any(b <= a for a, b in itertools.pairwise(offset_deltas)):
-            raise ValueError("offset_deltas must be strictly increasing, one per record")
-        deltas = offset_deltas
+    if offset_deltas is not None and (
+        len(offset_deltas) != len(items) or any(b <= a for a, b in itertools.pairwise(offset_deltas))
+    ):
+        raise ValueError("offset_deltas must be strictly increasing, one per record")
     if compression is not CompressionType.NONE and is_control:
         raise ValueError("control batches are never compressed")
-    # Kafka's builder takes record timestamp deltas from the header's baseTimestamp, which is the delete
-    # horizon when one is set, so readers recover the records' own timestamps.
-    base_timestamp = items[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
-    max_timestamp = max(item.timestamp for item in items)
-    encoded = bytearray()
-    for delta, item in zip(deltas, items, strict=True):
-        append_record(encoded, delta, item.timestamp - base_timestamp, item.key, item.value, item.headers)
-    body: bytes | bytearray = encoded
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         if log_append_time is None:
             raise ValueError("LogAppendTime batches need log_append_time")
-        max_timestamp = log_append_time
-    elif timestamp_type is not TimestampType.CREATE_TIME:
+    elif timestamp_type is TimestampType.CREATE_TIME:
+        log_append_time = None
+    else:
         raise ValueError("magic 2 batches are CreateTime or LogAppendTime")
-    if compression is not CompressionType.NONE:
-        body = compress(compression, memoryview(encoded), level=compression_level)
     attributes = int(compression)
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -1097,30 +800,28 @@ def build_batch(
         attributes |= CONTROL_FLAG_MASK
     if delete_horizon_ms is not None:
         attributes |= DELETE_HORIZON_FLAG_MASK
-    size = RECORD_BATCH_OVERHEAD + len(body)
-    if size - LOG_OVERHEAD > _INT32_MAX:
-        raise RecordTooLargeError(f"batch of {size} bytes exceeds the 32-bit length field")
-    out = bytearray(size)
-    _HEADER.pack_into(
-        out,
-        0,
+    compressor = None
+    if compression is not CompressionType.NONE:
+
+        def compressor(region: bytes) -> bytes:
+            return compress(compression, region, level=compression_level)
+
+    # Kafka's builder takes record timestamp deltas from the header's baseTimestamp, which is the delete
+    # horizon when one is set, so readers recover the records' own timestamps.
+    base_timestamp = items[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
+    return encode_batch(
+        items,
+        offset_deltas,
         base_offset,
-        size - LOG_OVERHEAD,
         partition_leader_epoch,
-        MAGIC_V2,
-        0,
         attributes,
-        deltas[-1],
         base_timestamp,
-        max_timestamp,
+        log_append_time,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(items),
+        compressor,
     )
-    out[RECORD_BATCH_OVERHEAD:] = body
-    struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)
 
 
 def build_end_txn_marker(

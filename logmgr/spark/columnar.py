@@ -1,15 +1,14 @@
 """Record batches decoded into Arrow columns in bulk.
 
-A magic-2 batch is a header plus ``records_count`` length-prefixed records. Only the record *lengths* need a
-Python loop (each record's start depends on the previous length); every field inside the records is then
-decoded for all records of many batches at once with numpy: zig-zag varints are unpacked byte-column by
-byte-column, keys and values are gathered from the concatenated records regions with one mask and one
-compaction each, and the Arrow arrays are built straight from those buffers. Headers, rare in practice, are
-decoded per record and only when asked for.
+The records of many magic-2 batches are framed, checked and copied into Arrow-ready buffers (offsets,
+timestamps, key/value offsets + data + validity bitmaps, headers) by one native kernel
+(:func:`segments._native.records.decode_columns`, two passes over the bytes without the GIL); the Arrow arrays
+are built straight from those buffers, without copying them again.
 
-Every record is checked as strictly as :func:`segments.records.decode_records` checks it: a field running past
-its record, a varint longer than its type allows or bytes left over raise :class:`CorruptRecordError`; the
-batch is then decoded again by the scalar decoder so the error carries its exact message and position.
+Every record is checked as strictly as :func:`segments.records.decode_records` checks it (the kernel shares
+its record parser): a field running past its record, a varint longer than its type allows or bytes left over
+mark the batch corrupt; the batch is then decoded again by the scalar decoder so the error carries its exact
+message and position.
 
 Magic 0/1 messages are decoded by :mod:`segments.legacy` (one Python object per record) and converted with
 ``pyarrow.array``; such data is small and old.
@@ -26,12 +25,13 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from logmgr.spark.schema import OutputColumns, arrow_schema
+from segments._native.records import RecordColumns, decode_columns
 from segments.errors import CorruptRecordError
 from segments.records import RECORD_BATCH_OVERHEAD, DefaultRecordBatch, Record, RecordBatch, TimestampType
-from segments.varint import decode_varint
 
 # A chunk is flushed as one Arrow batch at this many rows or this many bytes of records, whichever comes first:
-# big enough that numpy's per-call overhead vanishes, small enough to bound a task's memory.
+# big enough that the per-chunk work (one kernel call, Arrow and numpy assembly) vanishes per row, small enough to
+# bound a task's memory.
 TARGET_ROWS = 65_536
 TARGET_BYTES = 32 * 1024 * 1024
 
@@ -39,75 +39,24 @@ TARGET_BYTES = 32 * 1024 * 1024
 _MAX_SPARK_MILLIS = (2**63 - 1) // 1000
 
 _I64 = npt.NDArray[np.int64]
-_U8 = npt.NDArray[np.uint8]
-_BOOL = npt.NDArray[np.bool_]
-
-# The varint readers look up to 10 bytes past a start; the concatenated buffer is padded so they never fault.
-_PAD = bytes(16)
 
 
 class _Corrupt(Exception):
-    """Raised inside the vectorised decode with the failing row (then re-raised with the failing batch's index);
-    the caller re-decodes that batch with the scalar decoder to get the precise error."""
+    """A queued batch (by index) whose records the kernel refused; the caller re-decodes it with the scalar
+    decoder to get the precise error."""
 
-    def __init__(self, row: int) -> None:
-        super().__init__(row)
-        self.row = row
-        self.batch = row
-
-
-def _varints(buf: _U8, pos: _I64, max_bytes: int, bits: int) -> tuple[_I64, _I64]:
-    """Zig-zag varints (``bits`` = 32 or 64) at every position of ``pos``: ``(values, sizes)``.
-
-    Raises :class:`_Corrupt` for an encoding longer than ``max_bytes``. O(len(pos) x bytes per varint)."""
-    first = buf[pos]
-    raw = (first & 0x7F).astype(np.uint64)
-    size = np.ones(len(pos), dtype=np.int64)
-    pending = np.flatnonzero(first >= 0x80)
-    shift = 7
-    while len(pending):
-        if shift >= 7 * max_bytes:
-            raise _Corrupt(int(pending[0]))
-        byte = buf[pos[pending] + size[pending]]
-        raw[pending] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
-        size[pending] += 1
-        pending = pending[byte >= 0x80]
-        shift += 7
-    if bits == 32:
-        # Java's int arithmetic drops bits above 32, as segments.varint does.
-        raw &= np.uint64(0xFFFFFFFF)
-    half = (raw >> np.uint64(1)).astype(np.int64)
-    return half ^ -(raw & np.uint64(1)).astype(np.int64), size
+    def __init__(self, batch: int) -> None:
+        super().__init__(batch)
+        self.batch = batch
 
 
-def _gather(buf: _U8, starts: _I64, lengths: _I64) -> tuple[_U8, npt.NDArray[np.int32]]:
-    """Concatenate ``buf[starts[i]:starts[i]+lengths[i]]`` (non-overlapping, ascending) and their Arrow offsets.
-
-    The buffer is a run of alternating gaps and fields, so one ``np.repeat`` of [gap, field, gap, ...] flags
-    builds the selection mask and one boolean compaction copies the bytes: O(len(buf) + len(starts))."""
-    n = len(starts)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    if int(offsets[-1]) == 0:
-        return np.empty(0, dtype=np.uint8), offsets
-    ends = starts + lengths
-    runs = np.empty(2 * n + 1, dtype=np.int64)
-    runs[0] = starts[0]
-    runs[1:-1:2] = lengths
-    runs[2:-1:2] = starts[1:] - ends[:-1]
-    runs[-1] = len(buf) - ends[-1]
-    flags = np.zeros(2 * n + 1, dtype=np.bool_)
-    flags[1::2] = True
-    return buf[np.repeat(flags, runs)], offsets
-
-
-def _binary_array(data: _U8, offsets: npt.NDArray[np.int32], valid: _BOOL | None, type_: pa.DataType) -> pa.Array:
-    n = len(offsets) - 1
-    if valid is None or bool(valid.all()):
-        return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    bitmap = np.packbits(valid, bitorder="little")
+def _binary_array(
+    offsets: bytearray, data: bytearray, validity: bytearray | None, nulls: int, n: int, type_: pa.DataType
+) -> pa.Array:
+    """An Arrow binary array over the kernel's buffers (no copy); the bitmap is dropped when nothing is null."""
+    bitmap = pa.py_buffer(validity) if nulls and validity is not None else None
     return pa.Array.from_buffers(
-        type_, n, [pa.py_buffer(bitmap), pa.py_buffer(offsets), pa.py_buffer(data)], null_count=int(n - valid.sum())
+        type_, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls if bitmap else 0
     )
 
 
@@ -146,8 +95,8 @@ class ColumnarDecoder:
     """Accumulates the batches of one segment slice and emits :class:`pyarrow.RecordBatch` es in Spark's Kafka
     schema (plus the requested extra columns).
 
-    ``add`` frames a batch's records (the only per-record Python work); ``flush`` decodes every other field of
-    the queued records at once. Records outside ``[min_offset, max_offset)`` are dropped. Errors name
+    ``add`` queues a batch's records region; ``flush`` frames and decodes every queued record in one native call
+    and builds the Arrow arrays on its buffers. Records outside ``[min_offset, max_offset)`` are dropped. Errors name
     ``path`` and the byte position in it.
     """
 
@@ -260,75 +209,35 @@ class ColumnarDecoder:
 
     def _flush_v2(self) -> pa.RecordBatch | None:
         pending = self._pending
-        buf = np.frombuffer(b"".join([*(entry.region for entry in pending), _PAD]), dtype=np.uint8)
-        counts = np.array([entry.count for entry in pending], dtype=np.int64)
-        sizes = np.array([len(entry.region) for entry in pending], dtype=np.int64)
-        region_starts = np.zeros(len(pending), dtype=np.int64)
-        np.cumsum(sizes[:-1], out=region_starts[1:])
-        starts = _frame(buf, region_starts, region_starts + sizes, counts)
-        try:
-            decoded = self._decode_fields(buf, starts, counts)
-        except _Corrupt as bad:
-            raise _Corrupt(int(np.searchsorted(np.cumsum(counts), bad.row, side="right"))) from None
-        return self._assemble(decoded, counts)
-
-    def _decode_fields(self, buf: _U8, starts: _I64, counts: _I64) -> _Fields:
-        n = len(starts)
-        body_size, size = _varints(buf, starts, 5, 32)
-        body = starts + size
-        ends = body + body_size  # _frame() proved every record ends where the next begins
-        pos = body + 1  # skip the attributes byte
-        timestamp_delta, size = _varints(buf, pos, 10, 64)
-        pos += size
-        offset_delta, size = _varints(buf, pos, 5, 32)
-        pos += size
-        key_size, size = _varints(buf, pos, 5, 32)
-        pos += size
-        key_start = pos
-        key_len = np.maximum(key_size, 0)
-        pos = pos + key_len
-        _check(pos <= ends)
-        value_size, size = _varints(buf, pos, 5, 32)
-        pos += size
-        value_start = pos
-        value_len = np.maximum(value_size, 0)
-        pos = pos + value_len
-        _check(pos < ends)  # the header count is still to come
-        header_count, size = _varints(buf, pos, 5, 32)
-        pos += size
-        _check(header_count >= 0)
-        _check(header_count <= ends - pos)
-        no_headers = header_count == 0
-        _check(pos[no_headers] == ends[no_headers])
-
-        batches = [entry.batch for entry in self._pending]
-        batch_base_offset = np.repeat(np.array([b.base_offset for b in batches], dtype=np.int64), counts)
-        offsets = batch_base_offset + offset_delta
-        base_ts = np.repeat(np.array([b.base_timestamp for b in batches], dtype=np.int64), counts)
-        timestamps = base_ts + timestamp_delta
-        append_time = np.array([b.timestamp_type is TimestampType.LOG_APPEND_TIME for b in batches])
-        if append_time.any():
-            # LogAppendTime: every record reports the batch's max timestamp (the broker's append time).
-            per_row = np.repeat(append_time, counts)
-            max_ts = np.repeat(np.array([b.max_timestamp for b in batches], dtype=np.int64), counts)
-            timestamps = np.where(per_row, max_ts, timestamps)
-            timestamp_type = per_row.astype(np.int32)
-        else:
-            timestamp_type = np.zeros(n, dtype=np.int32)
-        headers = None
-        if self.columns.headers:
-            headers = _headers(buf, pos, ends, header_count)
-        elif not bool(no_headers.all()):
-            # Not returned, but checked as the scalar decoder would check them.
-            _headers(buf, pos, ends, header_count)
-        return _Fields(
-            key=_binary_array(*_gather(buf, key_start, key_len), key_size >= 0, pa.binary()),
-            value=_binary_array(*_gather(buf, value_start, value_len), value_size >= 0, pa.binary()),
-            offset=offsets,
-            timestamp=timestamps,
-            timestamp_type=timestamp_type,
-            headers=headers,
-            batch_base_offset=batch_base_offset,
+        batches = [entry.batch for entry in pending]
+        counts = [entry.count for entry in pending]
+        decoded = decode_columns(
+            [entry.region for entry in pending],
+            counts,
+            [batch.base_offset for batch in batches],
+            [batch.base_timestamp for batch in batches],
+            [batch.max_timestamp if batch.timestamp_type is TimestampType.LOG_APPEND_TIME else None for batch in batches],
+            self.columns.headers,
+        )
+        if isinstance(decoded, int):
+            raise _Corrupt(decoded)
+        n = decoded.rows
+        return self._assemble(
+            _Fields(
+                key=_binary_array(
+                    decoded.key_offsets, decoded.key_data, decoded.key_validity, decoded.key_nulls, n, pa.binary()
+                ),
+                value=_binary_array(
+                    decoded.value_offsets, decoded.value_data, decoded.value_validity, decoded.value_nulls, n,
+                    pa.binary(),
+                ),
+                offset=np.frombuffer(decoded.offsets, dtype=np.int64),
+                timestamp=np.frombuffer(decoded.timestamps, dtype=np.int64),
+                timestamp_type=np.frombuffer(decoded.timestamp_types, dtype=np.int32),
+                headers=_headers(decoded) if self.columns.headers else None,
+                batch_base_offset=np.repeat(np.array([batch.base_offset for batch in batches], dtype=np.int64), counts),
+            ),
+            np.array(counts, dtype=np.int64),
         )
 
     def _assemble(self, decoded: _Fields, counts: _I64) -> pa.RecordBatch | None:
@@ -395,68 +304,6 @@ class ColumnarDecoder:
         return pa.RecordBatch.from_arrays([arrays[field.name] for field in self.schema], schema=self.schema)
 
 
-# Below this many batches still framing, the per-step numpy overhead exceeds a plain Python loop per record.
-_VECTOR_FRAMING_MIN_BATCHES = 8
-
-
-def _frame(buf: _U8, region_starts: _I64, region_ends: _I64, counts: _I64) -> _I64:
-    """Where every record starts (its length varint), for all batches at once.
-
-    Records of one batch are chained (each starts where the previous ends), but batches are independent: step
-    ``k`` finds record ``k`` of every batch that has one with a handful of numpy operations, so the Python-level
-    work is one step per record of the *longest* batch rather than one per record. The last few long batches
-    finish in a scalar loop. Raises :class:`_Corrupt` with the index of a batch whose lengths do not frame its
-    records exactly. O(records + max(counts) numpy steps).
-    """
-    row_base = np.zeros(len(counts), dtype=np.int64)
-    np.cumsum(counts[:-1], out=row_base[1:])
-    starts = np.empty(int(counts.sum()), dtype=np.int64)
-    pos = region_starts.copy()
-    active = np.flatnonzero(counts > 0)
-    step = 0
-    while len(active) >= _VECTOR_FRAMING_MIN_BATCHES:
-        here = pos[active]
-        ends = region_ends[active]
-        _batch_check(here < ends, active)
-        starts[row_base[active] + step] = here
-        try:
-            size, width = _varints(buf, here, 5, 32)
-        except _Corrupt as bad:
-            raise _Corrupt(int(active[bad.row])) from None
-        after = here + width + size
-        _batch_check((size >= 6) & (after <= ends), active)
-        pos[active] = after
-        step += 1
-        active = active[counts[active] > step]
-    data = buf.data  # a bytes-like view: the scalar tail indexes it without copying the chunk
-    for index in active.tolist():
-        cursor = int(pos[index])
-        end = int(region_ends[index])
-        row = int(row_base[index])
-        try:
-            for k in range(step, int(counts[index])):
-                starts[row + k] = cursor
-                record_size, body = decode_varint(data, cursor)
-                if record_size < 6 or body + record_size > end:
-                    raise _Corrupt(index)
-                cursor = body + record_size
-        except CorruptRecordError:
-            raise _Corrupt(index) from None
-        pos[index] = cursor
-    _batch_check(pos == region_ends, np.arange(len(counts)))
-    return starts
-
-
-def _batch_check(condition: _BOOL, batches: _I64) -> None:
-    if not bool(condition.all()):
-        raise _Corrupt(int(batches[int(np.argmin(condition))]))
-
-
-def _check(condition: _BOOL) -> None:
-    if not bool(condition.all()):
-        raise _Corrupt(int(np.argmin(condition)))
-
-
 def _spark_micros(millis: _I64) -> _I64:
     if len(millis) and int(np.abs(millis).max()) > _MAX_SPARK_MILLIS:
         bad = int(millis[np.argmax(np.abs(millis))])
@@ -464,44 +311,27 @@ def _spark_micros(millis: _I64) -> _I64:
     return millis * 1000
 
 
-def _headers(buf: _U8, pos: _I64, ends: _I64, header_count: _I64) -> pa.Array:
+def _headers(decoded: RecordColumns) -> pa.Array:
     """Kafka headers of every record as ``list<struct<key string, value binary>>``; null for a record with none
-    (as Spark's Kafka source). Decoded per header: records rarely carry many. O(header bytes)."""
-    data = buf.tobytes()
-    n = len(pos)
-    list_offsets = np.zeros(n + 1, dtype=np.int32)
-    keys: list[str] = []
-    values: list[bytes | None] = []
-    with_headers = np.flatnonzero(header_count)
-    counts = header_count.astype(np.int32)
-    np.cumsum(counts, out=list_offsets[1:])
-    for row in with_headers.tolist():
-        cursor = int(pos[row])
-        end = int(ends[row])
-        try:
-            for _ in range(int(header_count[row])):
-                key_size, cursor = decode_varint(data, cursor)
-                if key_size < 0 or cursor + key_size > end:
-                    raise _Corrupt(row)
-                # Kafka's consumer decodes header keys with replacement characters for invalid UTF-8.
-                keys.append(data[cursor : cursor + key_size].decode("utf-8", "replace"))
-                cursor += key_size
-                value_size, cursor = decode_varint(data, cursor)
-                if value_size >= 0:
-                    if cursor + value_size > end:
-                        raise _Corrupt(row)
-                    values.append(data[cursor : cursor + value_size])
-                    cursor += value_size
-                else:
-                    values.append(None)
-        except CorruptRecordError:
-            raise _Corrupt(row) from None
-        if cursor != end:
-            raise _Corrupt(row)
-    struct = pa.StructArray.from_arrays(
-        [pa.array(keys, type=pa.string()), pa.array(values, type=pa.binary())],
-        fields=[pa.field("key", pa.string()), pa.field("value", pa.binary())],
+    (as Spark's Kafka source). O(headers)."""
+    keys = _binary_array(decoded.header_key_offsets, decoded.header_key_data, None, 0, decoded.headers, pa.binary())
+    try:
+        key_strings = keys.cast(pa.string())
+    except pa.ArrowInvalid:
+        # Kafka's consumer decodes header keys with replacement characters for invalid UTF-8.
+        key_strings = pa.array([key.decode("utf-8", "replace") for key in keys.to_pylist()], type=pa.string())
+    values = _binary_array(
+        decoded.header_value_offsets,
+        decoded.header_value_data,
+        decoded.header_value_validity,
+        decoded.header_value_nulls,
+        decoded.headers,
+        pa.binary(),
     )
-    no_headers = header_count == 0
+    struct = pa.StructArray.from_arrays(
+        [key_strings, values], fields=[pa.field("key", pa.string()), pa.field("value", pa.binary())]
+    )
+    list_offsets = np.frombuffer(decoded.header_offsets, dtype=np.int32)
+    no_headers = list_offsets[1:] == list_offsets[:-1]
     mask = pa.array(no_headers) if bool(no_headers.any()) else None
     return pa.ListArray.from_arrays(pa.array(list_offsets), struct, mask=mask)

@@ -65,6 +65,7 @@ from checkpoints.producer_snapshot import (
 )
 from logmgr.config import BrokerConfig, LogConfig, load_server_properties
 from logmgr.errors import ConfigError
+from segments._native.records import RecordColumns, decode_columns, frame_region
 from segments.compression import CompressionType, compress, decompress
 from segments.errors import (
     CorruptCheckpointError,
@@ -95,10 +96,13 @@ from segments.records import (
     RECORD_BATCH_OVERHEAD,
     DefaultRecordBatch,
     Header,
+    Record,
     RecordBatch,
     SimpleRecord,
     build_batch,
     decode_records,
+    iter_decode_records,
+    iter_record_slices,
 )
 from segments.time_index import TimeIndex
 from segments.transaction_index import AbortedTxn, TransactionIndex
@@ -436,6 +440,54 @@ def parse_record_region(data: bytes, scratch: Path) -> None:
     decode_records(data[2:], count, base_offset=7, base_timestamp=0, base_sequence=3, log_append_time=None)
 
 
+def parse_record_kernels(data: bytes, scratch: Path) -> None:
+    """The native record kernels on one records region (2-byte count, 1-byte cut, region): the streamed reader
+    whole and cut in two, the Arrow column decoder, the slicer and the in-place framer must agree."""
+    count = int.from_bytes(data[:2], "big", signed=True)
+    cut = data[2] if len(data) > 2 else 0
+    region = data[3:]
+    limit = len(region) + 1
+
+    def read(pieces: list[bytes]) -> list[Record]:
+        return list(
+            iter_decode_records(
+                pieces, count, base_offset=7, base_timestamp=0, base_sequence=3, log_append_time=None,
+                max_record_bytes=limit,
+            )
+        )
+
+    try:
+        records = read([region])
+    except CorruptRecordError as err:
+        failed: CorruptRecordError | None = err
+    else:
+        failed = None
+    try:
+        assert read([region[:cut], region[cut:]]) == records and failed is None
+    except CorruptRecordError as err:
+        assert failed is not None and type(err) is type(failed)
+    columns = decode_columns([region], [count], [7], [0], [None], True)
+    assert (columns == 0) if failed is not None else (isinstance(columns, RecordColumns) and columns.rows == len(records))
+    if failed is not None:
+        _stages((CorruptRecordError,), lambda: frame_region(region, count, limit))
+        _stages((CorruptRecordError,), lambda: list(iter_record_slices(
+            [region[:cut], region[cut:]], count, max_record_bytes=limit, max_slice_records=3, max_slice_bytes=64
+        )))
+        raise failed
+    frame_region(region, count, limit)
+    slices = list(
+        iter_record_slices([region[:cut], region[cut:]], count, max_record_bytes=limit, max_slice_records=3,
+                           max_slice_bytes=64)
+    )
+    assert b"".join(piece for piece, _ in slices) == region and sum(n for _, n in slices) == max(count, 0)
+
+
+def valid_record_kernels(rng: random.Random) -> bytes:
+    """What :func:`parse_record_kernels` reads: a 2-byte record count, a cut, then the records region."""
+    region = valid_record_region(rng)
+    return region[:2] + bytes([rng.randrange(256)]) + region[2:]
+
+
 def parse_log(data: bytes, scratch: Path) -> None:
     for found in iter_batches(data, path="fuzz.log"):
         _touch_batch(found.batch)
@@ -598,6 +650,7 @@ TARGETS: tuple[Target, ...] = (
     Target("names", parse_names, (), valid_dir_name),
     Target("server-properties", parse_server_properties, (ConfigError,), valid_server_properties),
     Target("topic-config", parse_topic_config, (), valid_topic_config),
+    Target("record-kernels", parse_record_kernels, (CorruptRecordError,), valid_record_kernels),
 )
 TARGETS_BY_NAME = {target.name: target for target in TARGETS}
 
