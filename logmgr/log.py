@@ -26,6 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
+from segments._native.append import (
+    SCAN_CORRUPT,
+    SCAN_NOT_V2,
+    SCAN_OFFSET_OVERFLOW,
+    SCAN_OK,
+    SCAN_TOO_LARGE,
+    AppendScan,
+    scan_append,
+)
+
 from checkpoints.atomic import fsync_dir
 from checkpoints.partition_metadata import (
     PARTITION_METADATA_FILE,
@@ -60,8 +70,8 @@ from segments.naming import (
 )
 from segments.records import (
     DEFAULT_DECODE_LIMITS,
-    MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
+    NO_TIMESTAMP,
     ControlRecordType,
     DecodeLimits,
     DefaultRecordBatch,
@@ -382,33 +392,45 @@ class Log:
         or above the log end offset. O(size)."""
         return self._append(records, leader=False, leader_epoch=NO_PARTITION_LEADER_EPOCH, origin=AppendOrigin.REPLICATION)
 
-    def _validate(self, records: bytes) -> list[DefaultRecordBatch]:
-        batches: list[DefaultRecordBatch] = []
-        position = 0
-        try:
-            for found in iter_batches(records):
-                batch = found.batch
-                if not isinstance(batch, DefaultRecordBatch) or batch.magic != MAGIC_V2:
-                    raise InvalidRecordError(f"{self.topic_partition}: only magic 2 batches can be appended")
-                if batch.size_in_bytes > self.config.max_message_bytes:
-                    raise RecordBatchTooLargeError(
-                        f"{self.topic_partition}: batch of {batch.size_in_bytes} bytes exceeds max.message.bytes "
-                        f"{self.config.max_message_bytes}"
-                    )
-                batch.ensure_valid()
-                batch.validate_record_framing(DecodeLimits.for_max_message_bytes(self.config.max_message_bytes))
-                batches.append(batch)
-                position = found.end_position
-        except CorruptRecordError as err:
-            raise InvalidRecordError(f"{self.topic_partition}: invalid batch at position {position}: {err}") from err
-        if not batches or position != len(records):
-            raise InvalidRecordError(f"{self.topic_partition}: an append must hold one or more whole batches")
-        return batches
+    def _validate(self, records: bytes) -> AppendScan:
+        """Kafka's checks of every batch before an append, in its order (batch by batch: the file rule, magic 2,
+        ``max.message.bytes``, CRC, record count, record framing): one native walk, then the framing of the
+        compressed batches the walk passed (their records need the decompressor), each before any later flaw.
+        O(size)."""
+        max_message_bytes = self.config.max_message_bytes
+        scan = scan_append(records, max_message_bytes)
+        compressed = scan.spans(compressed=True)
+        if compressed:
+            limits = DecodeLimits.for_max_message_bytes(max_message_bytes)
+            view = memoryview(records)
+            for start, end in compressed:
+                try:
+                    DefaultRecordBatch(view[start:end]).validate_record_framing(limits)
+                except CorruptRecordError as err:
+                    raise self._invalid_batch(start, err) from err
+        failure = scan.failure
+        if failure == SCAN_OK:
+            return scan
+        if failure == SCAN_CORRUPT:
+            raise self._invalid_batch(scan.failure_position, scan.error) from scan.error
+        if failure == SCAN_NOT_V2:
+            raise InvalidRecordError(f"{self.topic_partition}: only magic 2 batches can be appended")
+        if failure == SCAN_TOO_LARGE:
+            raise RecordBatchTooLargeError(
+                f"{self.topic_partition}: batch of {scan.failure_size} bytes exceeds max.message.bytes "
+                f"{max_message_bytes}"
+            )
+        raise InvalidRecordError(f"{self.topic_partition}: an append must hold one or more whole batches")
 
-    def _refuse_null_keys(self, batches: list[DefaultRecordBatch]) -> None:
+    def _invalid_batch(self, position: int, err: CorruptRecordError) -> InvalidRecordError:
+        return InvalidRecordError(f"{self.topic_partition}: invalid batch at position {position}: {err}")
+
+    def _refuse_null_keys(self, records: bytes, scan: AppendScan) -> None:
         """Kafka's LogValidator rule: a compacted topic refuses records without a key (the cleaner could never
         supersede them). O(size)."""
-        for batch in batches:
+        view = memoryview(records)
+        for start, end in scan.spans():
+            batch = DefaultRecordBatch(view[start:end])
             if batch.is_control:
                 continue
             try:
@@ -423,9 +445,10 @@ class Log:
 
     @_io_guarded("append")
     def _append(self, records: bytes, *, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
-        batches = self._validate(records)
+        # Validation (CRC and framing, O(size)) runs before the writer lock, as Kafka's analyzeAndValidateRecords.
+        scan = self._validate(records)
         if leader and self.config.compact:
-            self._refuse_null_keys(batches)
+            self._refuse_null_keys(records, scan)
         with self._lock:
             self._ensure_online()
             if self.dir_state.full:
@@ -434,60 +457,62 @@ class Log:
                     "refused until cleanup frees space"
                 )
             now = self.clock.time_ms()
-            next_offset = self._log_end_offset
-            stamped: list[DefaultRecordBatch] = []
-            for batch in batches:
-                if leader:
-                    raw = batch.with_base_offset(next_offset)
-                    if self.config.message_timestamp_type == "LogAppendTime":
-                        raw = DefaultRecordBatch(raw).with_log_append_time(now)
-                    raw = DefaultRecordBatch(raw).with_partition_leader_epoch(leader_epoch)
-                    batch = DefaultRecordBatch(raw)
-                elif batch.base_offset < next_offset:
+            if leader:
+                log_append_time = now if self.config.message_timestamp_type == "LogAppendTime" else None
+                scan.assign_offsets(self._log_end_offset, leader_epoch, log_append_time)
+            else:
+                below = scan.check_follower(self._log_end_offset)
+                if below is not None:
                     raise InvalidRecordError(
-                        f"{self.topic_partition}: follower append at offset {batch.base_offset} is below the "
-                        f"expected offset {next_offset}"
+                        f"{self.topic_partition}: follower append at offset {below[0]} is below the expected "
+                        f"offset {below[1]}"
                     )
-                next_offset = batch.last_offset + 1
-                stamped.append(batch)
-            if stamped[-1].last_offset - stamped[0].base_offset > _INT32_MAX:
+            if scan.failure == SCAN_OFFSET_OVERFLOW:
+                raise InvalidRecordError(f"{self.topic_partition}: the offsets of the append pass 2^63 - 1")
+            first_offset, last_offset = scan.first_offset, scan.last_offset
+            if last_offset - first_offset > _INT32_MAX:
                 # No segment can hold it; refused before a roll could leave an empty segment above the log end.
                 raise InvalidRecordError(
-                    f"{self.topic_partition}: offsets {stamped[0].base_offset}..{stamped[-1].last_offset} of one "
-                    "append do not fit one segment (32-bit relative offsets)"
+                    f"{self.topic_partition}: offsets {first_offset}..{last_offset} of one append do not fit one "
+                    "segment (32-bit relative offsets)"
                 )
+            data = scan.data
             # Producer state is checked before anything is written (duplicates, sequences, epochs).
             infos = []
             completed = []
-            for batch in stamped:
-                if batch.producer_id < 0:
-                    continue
-                info = self.producer_state.prepare_update(batch.producer_id, origin)
-                try:
-                    txn = info.append(batch)
-                except DuplicateSequenceError as dup:
-                    if not leader or dup.duplicate is None:
-                        raise
-                    # Kafka answers a retried idempotent batch with the offsets it got the first time.
-                    meta = dup.duplicate
-                    return LogAppendInfo(
-                        meta.first_offset, meta.last_offset, meta.timestamp, meta.last_offset,
-                        -1, -1, 0, 0, 0, duplicate=True,
-                    )
-                infos.append(info)
-                if txn is not None:
-                    completed.append(txn)
-            data = b"".join(b.raw_bytes() for b in stamped)
-            first, last = stamped[0], stamped[-1]
-            max_batch = max(stamped, key=lambda b: b.max_timestamp)
-            segment = self._maybe_roll(len(data), max_batch.max_timestamp, first.base_offset, last.last_offset, now)
+            producer_spans = scan.spans(producers=True)
+            if producer_spans:
+                view = memoryview(data)
+                for start, end in producer_spans:
+                    batch = DefaultRecordBatch(view[start:end])
+                    info = self.producer_state.prepare_update(batch.producer_id, origin)
+                    try:
+                        txn = info.append(batch)
+                    except DuplicateSequenceError as dup:
+                        if not leader or dup.duplicate is None:
+                            raise
+                        # Kafka answers a retried idempotent batch with the offsets it got the first time.
+                        meta = dup.duplicate
+                        return LogAppendInfo(
+                            meta.first_offset, meta.last_offset, meta.timestamp, meta.last_offset,
+                            -1, -1, 0, 0, 0, duplicate=True,
+                        )
+                    infos.append(info)
+                    if txn is not None:
+                        completed.append(txn)
+            max_timestamp = scan.max_timestamp
+            offset_of_max_timestamp = scan.offset_of_max_timestamp
+            segment = self._maybe_roll(len(data), max_timestamp, first_offset, last_offset, now)
+            # The segment's facts start from "no timestamp" (-1), as its own walk of the batches would.
+            segment_timestamp, segment_offset_of_max = (
+                (max_timestamp, offset_of_max_timestamp) if max_timestamp > NO_TIMESTAMP else (NO_TIMESTAMP, -1)
+            )
             try:
-                position = segment.append(data)
+                position = segment.append_batches(data, scan.largest_offset, segment_timestamp, segment_offset_of_max)
             except OSError as err:
-                raise self._io_failure(f"append of {len(data)} bytes at offset {first.base_offset}", err) from err
-            for batch in stamped:
-                if batch.partition_leader_epoch >= 0:
-                    self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+                raise self._io_failure(f"append of {len(data)} bytes at offset {first_offset}", err) from err
+            for epoch, start_offset in scan.epoch_starts():
+                self.leader_epochs.assign(epoch, start_offset)
             for info in infos:
                 self.producer_state.update(info)
             for ended in completed:
@@ -498,9 +523,9 @@ class Log:
                     try:
                         segment.append_aborted_txn(aborted)
                     except OSError as err:
-                        raise self._io_failure(f"transaction index append at offset {last.last_offset}", err) from err
+                        raise self._io_failure(f"transaction index append at offset {last_offset}", err) from err
                 self.producer_state.complete_txn(ended)
-            self._publish_end(last.last_offset + 1)
+            self._publish_end(last_offset + 1)
             self.producer_state.update_map_end_offset(self._log_end_offset)
             committer = None
             if self.key_index is not None:
@@ -510,15 +535,15 @@ class Log:
                 if committer is None:
                     self.flush(self._log_end_offset)
             appended = LogAppendInfo(
-                first.base_offset,
-                last.last_offset,
-                max_batch.max_timestamp,
-                max_batch.last_offset,
+                first_offset,
+                last_offset,
+                max_timestamp,
+                offset_of_max_timestamp,
                 segment.base_offset,
                 position,
                 len(data),
-                len(stamped),
-                sum(b.records_count for b in stamped),
+                scan.batches,
+                scan.records,
             )
         if committer is not None:
             # Outside the writer lock: the flusher takes it, and other appenders queue behind the same fsync.
