@@ -26,16 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
-from segments._native.append import (
-    SCAN_CORRUPT,
-    SCAN_NOT_V2,
-    SCAN_OFFSET_OVERFLOW,
-    SCAN_OK,
-    SCAN_TOO_LARGE,
-    AppendScan,
-    scan_append,
-)
-
 from checkpoints.atomic import fsync_dir
 from checkpoints.partition_metadata import (
     PARTITION_METADATA_FILE,
@@ -58,6 +48,15 @@ from logmgr.log_segments import LogSegments
 from logmgr.producer_state import AppendOrigin, ProducerStateManager
 from logmgr.retention import LogSnapshot, RetentionPlan, RetentionSettings, SegmentInfo, plan_retention
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
+from segments._native.append import (
+    SCAN_CORRUPT,
+    SCAN_NOT_V2,
+    SCAN_OFFSET_OVERFLOW,
+    SCAN_OK,
+    SCAN_TOO_LARGE,
+    AppendScan,
+    scan_append,
+)
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError
 from segments.file_records import FileBatch, iter_batches, open_no_follow
@@ -267,8 +266,10 @@ class Log:
     def _log_end_offset(self) -> int:
         return self._end[0]
 
-    def _publish_end(self, log_end_offset: int) -> None:
-        active = self.segments.active_segment
+    def _publish_end(self, log_end_offset: int, active: LogSegment | None = None) -> None:
+        """Publish the log end with the active segment's base and size (``active``: the caller's, if known)."""
+        if active is None:
+            active = self.segments.active_segment
         self._end = (log_end_offset, active.base_offset, active.size)
 
     @property
@@ -411,7 +412,7 @@ class Log:
         failure = scan.failure
         if failure == SCAN_OK:
             return scan
-        if failure == SCAN_CORRUPT:
+        if failure == SCAN_CORRUPT and scan.error is not None:
             raise self._invalid_batch(scan.failure_position, scan.error) from scan.error
         if failure == SCAN_NOT_V2:
             raise InvalidRecordError(f"{self.topic_partition}: only magic 2 batches can be appended")
@@ -525,7 +526,7 @@ class Log:
                     except OSError as err:
                         raise self._io_failure(f"transaction index append at offset {last_offset}", err) from err
                 self.producer_state.complete_txn(ended)
-            self._publish_end(last_offset + 1)
+            self._publish_end(last_offset + 1, segment)
             self.producer_state.update_map_end_offset(self._log_end_offset)
             committer = None
             if self.key_index is not None:

@@ -292,7 +292,7 @@ class LogSegment:
         return self.append_batches(records, largest_offset, largest_timestamp, shallow_offset_of_max)
 
     def append_batches(
-        self, records: bytes | bytearray | memoryview, largest_offset: int, largest_timestamp: int,
+        self, records: bytes | memoryview, largest_offset: int, largest_timestamp: int,
         shallow_offset_of_max_timestamp: int,
     ) -> int:
         """:meth:`append` for a caller that walked the batches already (Kafka's ``LogSegment.append``):

@@ -11,7 +11,7 @@ compressed batches before the flaw, whose records only the Python decompressor r
 batch by batch). :meth:`AppendScan.assign_offsets` then runs under the log lock.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
@@ -274,8 +274,7 @@ cdef class AppendScan:
     """What :func:`scan_append` found: the valid batches before the first flaw (if any) and their facts; after
     :meth:`assign_offsets` (leader) or :meth:`check_follower`, the offsets and timestamps of the append.
 
-    ``data`` is the input until :meth:`assign_offsets` replaces it with the stamped copy (a ``bytearray`` no one
-    else holds)."""
+    ``data`` is the input until :meth:`assign_offsets` replaces it with the stamped copy (``bytes``)."""
 
     cdef readonly object data
     cdef readonly int failure
@@ -335,8 +334,9 @@ cdef class AppendScan:
         cdef size_t length = source.shape[0]
         cdef bint stamp_time = append_time is not None
         cdef int64_t now = append_time if stamp_time else 0
-        cdef object out = PyByteArray_FromStringAndSize(NULL, <Py_ssize_t>length)
-        cdef uint8_t *target = <uint8_t *>PyByteArray_AS_STRING(out)
+        # A new bytes object is filled before anyone else sees it (the C API's way to build one in place).
+        cdef object out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>length)
+        cdef uint8_t *target = <uint8_t *>PyBytes_AS_STRING(out)
         cdef int ok
         if length >= _NOGIL_BYTES:
             with nogil:
