@@ -400,11 +400,12 @@ class Log:
         O(size)."""
         max_message_bytes = self.config.max_message_bytes
         scan = scan_append(records, max_message_bytes)
-        compressed = scan.spans(compressed=True)
-        if compressed:
+        if scan.failure == SCAN_OK and not scan.compressed_batches:
+            return scan
+        if scan.compressed_batches:
             limits = DecodeLimits.for_max_message_bytes(max_message_bytes)
             view = memoryview(records)
-            for start, end in compressed:
+            for start, end in scan.spans(compressed=True):
                 try:
                     DefaultRecordBatch(view[start:end]).validate_record_framing(limits)
                 except CorruptRecordError as err:
@@ -481,10 +482,9 @@ class Log:
             # Producer state is checked before anything is written (duplicates, sequences, epochs).
             infos = []
             completed = []
-            producer_spans = scan.spans(producers=True)
-            if producer_spans:
+            if scan.producer_batches:
                 view = memoryview(data)
-                for start, end in producer_spans:
+                for start, end in scan.spans(producers=True):
                     batch = DefaultRecordBatch(view[start:end])
                     info = self.producer_state.prepare_update(batch.producer_id, origin)
                     try:
@@ -564,9 +564,10 @@ class Log:
         offset overflow. O(1)."""
         config = self.config
         time_waited = segment.time_waited_for_roll(now, max_timestamp)
+        size = segment.size
         return (
-            segment.size > config.segment_bytes - incoming_bytes
-            or (segment.size > 0 and time_waited > self._max_segment_ms() - segment.roll_jitter_ms)
+            size > config.segment_bytes - incoming_bytes
+            or (size > 0 and time_waited > self._max_segment_ms() - segment.roll_jitter_ms)
             or segment.offset_index.is_full()
             or segment.time_index.is_full()
             or last_offset - segment.base_offset > _INT32_MAX

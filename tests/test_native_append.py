@@ -357,7 +357,7 @@ def test_empty_and_tiny_inputs() -> None:
 
 
 def test_large_append_releases_the_gil_and_matches() -> None:
-    """Above 64 KiB the walk runs without the GIL: same verdicts."""
+    """A large append (its walk runs without the GIL): same verdicts, the flaw found in its batch."""
     batches = [build_batch([SimpleRecord(bytes([n]) * 900, None, T0 + n) for _ in range(20)]) for n in range(8)]
     data = b"".join(batches)
     assert len(data) > 65536
