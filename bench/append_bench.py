@@ -11,7 +11,8 @@ timed separately, so the table has a row with and without it.
 Records: ``--record-batches`` calls (default 500, 50 with ``--quick``) of ``Log.append_records`` with 1000 records
 each (10-byte keys, 100-byte log-like values, increasing timestamps, no headers), no fsync. The ceiling is the
 format layer's encode of the same records, ``build_batch``, timed in the same run; a second reference row adds
-``DefaultRecordBatch.records()`` over the result (the decode ``Log.append_as_leader`` validates each batch with).
+``DefaultRecordBatch.records()`` over the result (a full decode: the append itself only frames the records, in the
+native walk of ``segments._native.append``).
 
 Every pass starts from an empty directory; the log end offset is checked after each. Best of ``--repeats``.
 

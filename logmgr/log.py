@@ -49,6 +49,15 @@ from logmgr.log_segments import LogSegments
 from logmgr.producer_state import AppendOrigin, ProducerStateManager
 from logmgr.retention import LogSnapshot, RetentionPlan, RetentionSettings, SegmentInfo, plan_retention
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
+from segments._native.append import (
+    SCAN_CORRUPT,
+    SCAN_NOT_V2,
+    SCAN_OFFSET_OVERFLOW,
+    SCAN_OK,
+    SCAN_TOO_LARGE,
+    AppendScan,
+    scan_append,
+)
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError
 from segments.file_records import FileBatch, iter_batches, open_no_follow
@@ -63,7 +72,6 @@ from segments.naming import (
 )
 from segments.records import (
     DEFAULT_DECODE_LIMITS,
-    MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
     NO_TIMESTAMP,
     ControlRecordType,
@@ -277,8 +285,10 @@ class Log:
     def _log_end_offset(self) -> int:
         return self._end[0]
 
-    def _publish_end(self, log_end_offset: int) -> None:
-        active = self.segments.active_segment
+    def _publish_end(self, log_end_offset: int, active: LogSegment | None = None) -> None:
+        """Publish the log end with the active segment's base and size (``active``: the caller's, if known)."""
+        if active is None:
+            active = self.segments.active_segment
         self._end = (log_end_offset, active.base_offset, active.size)
 
     @property
@@ -423,33 +433,46 @@ class Log:
         or above the log end offset. O(size)."""
         return self._append(records, leader=False, leader_epoch=NO_PARTITION_LEADER_EPOCH, origin=AppendOrigin.REPLICATION)
 
-    def _validate(self, records: bytes) -> list[DefaultRecordBatch]:
-        batches: list[DefaultRecordBatch] = []
-        position = 0
-        try:
-            for found in iter_batches(records):
-                batch = found.batch
-                if not isinstance(batch, DefaultRecordBatch) or batch.magic != MAGIC_V2:
-                    raise InvalidRecordError(f"{self.topic_partition}: only magic 2 batches can be appended")
-                if batch.size_in_bytes > self.config.max_message_bytes:
-                    raise RecordBatchTooLargeError(
-                        f"{self.topic_partition}: batch of {batch.size_in_bytes} bytes exceeds max.message.bytes "
-                        f"{self.config.max_message_bytes}"
-                    )
-                batch.ensure_valid()
-                batch.validate_record_framing(DecodeLimits.for_max_message_bytes(self.config.max_message_bytes))
-                batches.append(batch)
-                position = found.end_position
-        except CorruptRecordError as err:
-            raise InvalidRecordError(f"{self.topic_partition}: invalid batch at position {position}: {err}") from err
-        if not batches or position != len(records):
-            raise InvalidRecordError(f"{self.topic_partition}: an append must hold one or more whole batches")
-        return batches
+    def _validate(self, records: bytes) -> AppendScan:
+        """Kafka's checks of every batch before an append, in its order (batch by batch: the file rule, magic 2,
+        ``max.message.bytes``, CRC, record count, record framing): one native walk, then the framing of the
+        compressed batches the walk passed (their records need the decompressor), each before any later flaw.
+        O(size)."""
+        max_message_bytes = self.config.max_message_bytes
+        scan = scan_append(records, max_message_bytes)
+        if scan.failure == SCAN_OK and not scan.compressed_batches:
+            return scan
+        if scan.compressed_batches:
+            limits = DecodeLimits.for_max_message_bytes(max_message_bytes)
+            view = memoryview(records)
+            for start, end in scan.spans(compressed=True):
+                try:
+                    DefaultRecordBatch(view[start:end]).validate_record_framing(limits)
+                except CorruptRecordError as err:
+                    raise self._invalid_batch(start, err) from err
+        failure = scan.failure
+        if failure == SCAN_OK:
+            return scan
+        if failure == SCAN_CORRUPT and scan.error is not None:
+            raise self._invalid_batch(scan.failure_position, scan.error) from scan.error
+        if failure == SCAN_NOT_V2:
+            raise InvalidRecordError(f"{self.topic_partition}: only magic 2 batches can be appended")
+        if failure == SCAN_TOO_LARGE:
+            raise RecordBatchTooLargeError(
+                f"{self.topic_partition}: batch of {scan.failure_size} bytes exceeds max.message.bytes "
+                f"{max_message_bytes}"
+            )
+        raise InvalidRecordError(f"{self.topic_partition}: an append must hold one or more whole batches")
 
-    def _refuse_null_keys(self, batches: list[DefaultRecordBatch]) -> None:
+    def _invalid_batch(self, position: int, err: CorruptRecordError) -> InvalidRecordError:
+        return InvalidRecordError(f"{self.topic_partition}: invalid batch at position {position}: {err}")
+
+    def _refuse_null_keys(self, records: bytes, scan: AppendScan) -> None:
         """Kafka's LogValidator rule: a compacted topic refuses records without a key (the cleaner could never
         supersede them). O(size)."""
-        for batch in batches:
+        view = memoryview(records)
+        for start, end in scan.spans():
+            batch = DefaultRecordBatch(view[start:end])
             if batch.is_control:
                 continue
             try:
@@ -462,7 +485,7 @@ class Log:
                     f"{keyless - batch.base_offset} of the batch)"
                 )
 
-    def _check_timestamps(self, batches: list[DefaultRecordBatch], now: int) -> None:
+    def _check_timestamps(self, records: bytes, scan: AppendScan, now: int) -> None:
         """Kafka's LogValidator.validateTimestamp on a leader append: on a CreateTime topic a record's timestamp
         (NO_TIMESTAMP exempt) must lie within ``[now - before, now + after]`` (:attr:`LogConfig.timestamp_bounds`);
         otherwise a batch the producer marked LogAppendTime is refused. Raises :class:`InvalidTimestampError` with
@@ -472,16 +495,18 @@ class Log:
         before, after = self.config.timestamp_bounds
         # Both windows at Long.MAX can refuse nothing: the records need not be decoded.
         bounded = create_time and (before != INT64_MAX or after != INT64_MAX)
-        for number, batch in enumerate(batches):
+        view = memoryview(records)
+        for number, (start, end) in enumerate(scan.spans()):
+            batch = DefaultRecordBatch(view[start:end])
             log_append_time = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
             if not bounded and not log_append_time:
                 continue
             errors: list[tuple[int, str]] = []
             try:
-                records = batch.records()
+                decoded = batch.records()
             except CorruptRecordError as err:
                 raise InvalidRecordError(f"{self.topic_partition}: invalid batch: {err}") from err
-            for index, record in enumerate(records):
+            for index, record in enumerate(decoded):
                 if create_time and record.timestamp != NO_TIMESTAMP:
                     if now - record.timestamp > before or record.timestamp - now > after:
                         errors.append((index, (
@@ -502,9 +527,10 @@ class Log:
 
     @_io_guarded("append")
     def _append(self, records: bytes, *, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
-        batches = self._validate(records)
+        # Validation (CRC and framing, O(size)) runs before the writer lock, as Kafka's analyzeAndValidateRecords.
+        scan = self._validate(records)
         if leader and self.config.compact:
-            self._refuse_null_keys(batches)
+            self._refuse_null_keys(records, scan)
         with self._lock:
             self._ensure_online()
             if self.dir_state.full:
@@ -514,61 +540,61 @@ class Log:
                 )
             now = self.clock.time_ms()
             if leader:
-                self._check_timestamps(batches, now)
-            next_offset = self._log_end_offset
-            stamped: list[DefaultRecordBatch] = []
-            for batch in batches:
-                if leader:
-                    raw = batch.with_base_offset(next_offset)
-                    if self.config.message_timestamp_type == "LogAppendTime":
-                        raw = DefaultRecordBatch(raw).with_log_append_time(now)
-                    raw = DefaultRecordBatch(raw).with_partition_leader_epoch(leader_epoch)
-                    batch = DefaultRecordBatch(raw)
-                elif batch.base_offset < next_offset:
+                self._check_timestamps(records, scan, now)
+                log_append_time = now if self.config.message_timestamp_type == "LogAppendTime" else None
+                scan.assign_offsets(self._log_end_offset, leader_epoch, log_append_time)
+            else:
+                below = scan.check_follower(self._log_end_offset)
+                if below is not None:
                     raise InvalidRecordError(
-                        f"{self.topic_partition}: follower append at offset {batch.base_offset} is below the "
-                        f"expected offset {next_offset}"
+                        f"{self.topic_partition}: follower append at offset {below[0]} is below the expected "
+                        f"offset {below[1]}"
                     )
-                next_offset = batch.last_offset + 1
-                stamped.append(batch)
-            if stamped[-1].last_offset - stamped[0].base_offset > _INT32_MAX:
+            if scan.failure == SCAN_OFFSET_OVERFLOW:
+                raise InvalidRecordError(f"{self.topic_partition}: the offsets of the append pass 2^63 - 1")
+            first_offset, last_offset = scan.first_offset, scan.last_offset
+            if last_offset - first_offset > _INT32_MAX:
                 # No segment can hold it; refused before a roll could leave an empty segment above the log end.
                 raise InvalidRecordError(
-                    f"{self.topic_partition}: offsets {stamped[0].base_offset}..{stamped[-1].last_offset} of one "
-                    "append do not fit one segment (32-bit relative offsets)"
+                    f"{self.topic_partition}: offsets {first_offset}..{last_offset} of one append do not fit one "
+                    "segment (32-bit relative offsets)"
                 )
+            data = scan.data
             # Producer state is checked before anything is written (duplicates, sequences, epochs).
             infos = []
             completed = []
-            for batch in stamped:
-                if batch.producer_id < 0:
-                    continue
-                info = self.producer_state.prepare_update(batch.producer_id, origin)
-                try:
-                    txn = info.append(batch)
-                except DuplicateSequenceError as dup:
-                    if not leader or dup.duplicate is None:
-                        raise
-                    # Kafka answers a retried idempotent batch with the offsets it got the first time.
-                    meta = dup.duplicate
-                    return LogAppendInfo(
-                        meta.first_offset, meta.last_offset, meta.timestamp, meta.last_offset,
-                        -1, -1, 0, 0, 0, duplicate=True,
-                    )
-                infos.append(info)
-                if txn is not None:
-                    completed.append(txn)
-            data = b"".join(b.raw_bytes() for b in stamped)
-            first, last = stamped[0], stamped[-1]
-            max_batch = max(stamped, key=lambda b: b.max_timestamp)
-            segment = self._maybe_roll(len(data), max_batch.max_timestamp, first.base_offset, last.last_offset, now)
+            if scan.producer_batches:
+                view = memoryview(data)
+                for start, end in scan.spans(producers=True):
+                    batch = DefaultRecordBatch(view[start:end])
+                    info = self.producer_state.prepare_update(batch.producer_id, origin)
+                    try:
+                        txn = info.append(batch)
+                    except DuplicateSequenceError as dup:
+                        if not leader or dup.duplicate is None:
+                            raise
+                        # Kafka answers a retried idempotent batch with the offsets it got the first time.
+                        meta = dup.duplicate
+                        return LogAppendInfo(
+                            meta.first_offset, meta.last_offset, meta.timestamp, meta.last_offset,
+                            -1, -1, 0, 0, 0, duplicate=True,
+                        )
+                    infos.append(info)
+                    if txn is not None:
+                        completed.append(txn)
+            max_timestamp = scan.max_timestamp
+            offset_of_max_timestamp = scan.offset_of_max_timestamp
+            segment = self._maybe_roll(len(data), max_timestamp, first_offset, last_offset, now)
+            # The segment's facts start from "no timestamp" (-1), as its own walk of the batches would.
+            segment_timestamp, segment_offset_of_max = (
+                (max_timestamp, offset_of_max_timestamp) if max_timestamp > NO_TIMESTAMP else (NO_TIMESTAMP, -1)
+            )
             try:
-                position = segment.append(data)
+                position = segment.append_batches(data, scan.largest_offset, segment_timestamp, segment_offset_of_max)
             except OSError as err:
-                raise self._io_failure(f"append of {len(data)} bytes at offset {first.base_offset}", err) from err
-            for batch in stamped:
-                if batch.partition_leader_epoch >= 0:
-                    self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+                raise self._io_failure(f"append of {len(data)} bytes at offset {first_offset}", err) from err
+            for epoch, start_offset in scan.epoch_starts():
+                self.leader_epochs.assign(epoch, start_offset)
             for info in infos:
                 self.producer_state.update(info)
             for ended in completed:
@@ -579,9 +605,9 @@ class Log:
                     try:
                         segment.append_aborted_txn(aborted)
                     except OSError as err:
-                        raise self._io_failure(f"transaction index append at offset {last.last_offset}", err) from err
+                        raise self._io_failure(f"transaction index append at offset {last_offset}", err) from err
                 self.producer_state.complete_txn(ended)
-            self._publish_end(last.last_offset + 1)
+            self._publish_end(last_offset + 1, segment)
             self.producer_state.update_map_end_offset(self._log_end_offset)
             committer = None
             if self.key_index is not None:
@@ -591,15 +617,15 @@ class Log:
                 if committer is None:
                     self.flush(self._log_end_offset)
             appended = LogAppendInfo(
-                first.base_offset,
-                last.last_offset,
-                max_batch.max_timestamp,
-                max_batch.last_offset,
+                first_offset,
+                last_offset,
+                max_timestamp,
+                offset_of_max_timestamp,
                 segment.base_offset,
                 position,
                 len(data),
-                len(stamped),
-                sum(b.records_count for b in stamped),
+                scan.batches,
+                scan.records,
             )
         if committer is not None:
             # Outside the writer lock: the flusher takes it, and other appenders queue behind the same fsync.
@@ -619,9 +645,10 @@ class Log:
         offset overflow. O(1)."""
         config = self.config
         time_waited = segment.time_waited_for_roll(now, max_timestamp)
+        size = segment.size
         return (
-            segment.size > config.segment_bytes - incoming_bytes
-            or (segment.size > 0 and time_waited > self._max_segment_ms() - segment.roll_jitter_ms)
+            size > config.segment_bytes - incoming_bytes
+            or (size > 0 and time_waited > self._max_segment_ms() - segment.roll_jitter_ms)
             or segment.offset_index.is_full()
             or segment.time_index.is_full()
             or last_offset - segment.base_offset > _INT32_MAX

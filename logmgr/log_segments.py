@@ -22,6 +22,9 @@ class LogSegments:
     def __init__(self) -> None:
         self._segments: SortedDict = SortedDict()
         self._lock = threading.RLock()
+        # The newest segment, kept in step by every structural change: every append asks for it, and a
+        # SortedDict peek costs microseconds.
+        self._last: LogSegment | None = None
 
     # -- structure -------------------------------------------------------------------------------------------
 
@@ -30,12 +33,16 @@ class LogSegments:
         with self._lock:
             previous: LogSegment | None = self._segments.get(segment.base_offset)
             self._segments[segment.base_offset] = segment
+            if self._last is None or segment.base_offset >= self._last.base_offset:
+                self._last = segment
             return previous
 
     def remove(self, base_offset: int) -> LogSegment | None:
         """Remove and return the segment at ``base_offset`` (``None`` if absent). O(log n)."""
         with self._lock:
             removed: LogSegment | None = self._segments.pop(base_offset, None)
+            if removed is not None and removed is self._last:
+                self._last = self._segments.peekitem(-1)[1] if self._segments else None
             return removed
 
     def clear(self) -> list[LogSegment]:
@@ -43,6 +50,7 @@ class LogSegments:
         with self._lock:
             segments = list(self._segments.values())
             self._segments.clear()
+            self._last = None
             return segments
 
     def close(self) -> None:
@@ -90,17 +98,13 @@ class LogSegments:
             return segment
 
     def last_segment(self) -> LogSegment | None:
-        """The newest (active) segment. O(1)."""
-        with self._lock:
-            if not self._segments:
-                return None
-            segment: LogSegment = self._segments.peekitem(-1)[1]
-            return segment
+        """The newest (active) segment. O(1), lock-free (one attribute read)."""
+        return self._last
 
     @property
     def active_segment(self) -> LogSegment:
         """The newest segment; a log always has one once loaded. O(1)."""
-        segment = self.last_segment()
+        segment = self._last
         if segment is None:
             raise LookupError("the log has no segment")
         return segment
@@ -143,3 +147,4 @@ class LogSegments:
             assert keys == sorted(keys)
             for key, segment in self._segments.items():
                 assert segment.base_offset == key
+            assert self._last is (self._segments.peekitem(-1)[1] if self._segments else None)

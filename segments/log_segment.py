@@ -290,12 +290,22 @@ class LogSegment:
             end = found.end_position
         if count == 0 or end != len(records):
             raise CorruptRecordError(f"append to {self.log.path} must hold whole batches")
+        return self.append_batches(records, largest_offset, largest_timestamp, shallow_offset_of_max)
+
+    def append_batches(
+        self, records: bytes | memoryview, largest_offset: int, largest_timestamp: int,
+        shallow_offset_of_max_timestamp: int,
+    ) -> int:
+        """:meth:`append` for a caller that walked the batches already (Kafka's ``LogSegment.append``):
+        ``largest_offset`` is their largest last offset, ``largest_timestamp`` their largest max timestamp if above
+        -1 (else -1) and ``shallow_offset_of_max_timestamp`` the last offset of the first batch holding it (else
+        -1). O(len(records)) for the write."""
         self._ensure_offset_in_range(largest_offset)
         if self.size == 0:
             self.rolling_based_timestamp = largest_timestamp
         position = self.log.append(records)
         if largest_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max)
+            self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
             self.time_index.maybe_append(self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far)

@@ -65,6 +65,7 @@ from checkpoints.producer_snapshot import (
 )
 from logmgr.config import BrokerConfig, LogConfig, load_server_properties
 from logmgr.errors import ConfigError
+from segments._native.append import SCAN_CORRUPT, SCAN_OK, scan_append
 from segments._native.records import RecordColumns, decode_columns, frame_region
 from segments.compression import CompressionType, compress, decompress
 from segments.errors import (
@@ -426,6 +427,23 @@ def parse_v2_batch(data: bytes, scratch: Path) -> None:
         _touch_batch(batch)
 
 
+def parse_append(data: bytes, scratch: Path) -> None:
+    """The native append kernel: a verdict for any bytes (never an exception), and a stamped copy whose every
+    batch is valid when it accepts."""
+    for candidate in (data, _repaired_v2(data)):
+        for max_message_bytes in (RECORD_BATCH_OVERHEAD, 1 << 20):
+            scan = scan_append(candidate, max_message_bytes)
+            assert (scan.failure == SCAN_CORRUPT) == (scan.error is not None)
+            if scan.failure != SCAN_OK:
+                continue
+            scan.check_follower(0)
+            scan = scan_append(candidate, max_message_bytes)
+            scan.assign_offsets(0, 1, 1_700_000_000_000)
+            if scan.failure == SCAN_OK:
+                for found in iter_batches(bytes(scan.data)):
+                    found.batch.ensure_valid()
+
+
 def parse_legacy_entry(data: bytes, scratch: Path) -> None:
     for candidate in (data, _repaired_legacy(data)):
         try:
@@ -633,6 +651,7 @@ TARGETS: tuple[Target, ...] = (
     Target("legacy-entry", parse_legacy_entry, (CorruptRecordError,), valid_legacy_entry),
     Target("record-region", parse_record_region, (CorruptRecordError,), valid_record_region),
     Target("log-file", parse_log, (CorruptRecordError,), valid_log),
+    Target("append", parse_append, (), valid_v2_batch),  # the native append kernel (segments._native.append)
     *(
         Target(f"codec-{codec.name}", _codec_target(codec), (CorruptRecordError,), valid_compressed(codec))
         for codec in CompressionType

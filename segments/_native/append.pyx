@@ -1,0 +1,480 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The append path over the bytes of one append (Kafka's ``analyzeAndValidateRecords`` + ``LogValidator`` for
+magic-2 batches): one native walk validates every batch and gathers what the log needs, then the leader's copy is
+stamped with offsets, leader epoch and (LogAppendTime topics) the append time.
+
+:func:`scan_append` runs without the log lock: the walk of Kafka's file rule, magic, ``max.message.bytes``, the
+CRC, the record count and, for uncompressed batches, the record framing (``wire.frame_records``), all without the
+GIL for large appends. It stops at the first flaw and reports it (code, batch position, the format layer's typed
+error) rather than raising, because the log layer turns flaws into its own errors and must first frame the
+compressed batches before the flaw, whose records only the Python decompressor reaches (Kafka's order of checks:
+batch by batch). :meth:`AppendScan.assign_offsets` then runs under the log lock.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcpy
+
+from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
+from segments._native.wire cimport (
+    WIRE_BAD_RECORD_SIZE,
+    WIRE_OK,
+    WIRE_RECORD_TOO_LARGE,
+    WIRE_TRAILING_BYTES,
+    WIRE_TRUNCATED,
+    frame_records,
+    load_be32,
+    load_be64,
+    read_varint,
+    store_be16,
+    store_be32,
+    store_be64,
+)
+
+from segments.errors import CorruptRecordError, RecordTooLargeError
+
+logmgr_crc32c_init()
+
+cdef extern from *:
+    bint add_overflow "__builtin_add_overflow"(int64_t a, int64_t b, int64_t *out) nogil
+
+# Results of a scan (AppendScan.failure).
+cdef enum:
+    _OK = 0
+    _CORRUPT = 1            # a CorruptRecordError (or subclass) in AppendScan.error, located in its batch
+    _NOT_V2 = 2             # a batch of magic other than 2
+    _TOO_LARGE = 3          # a batch above max.message.bytes (AppendScan.failure_size)
+    _INCOMPLETE = 4         # no batch, or bytes after the last whole batch
+    _OFFSET_OVERFLOW = 5    # an assigned or given last offset past the int64 range
+    # Flaws found without the GIL, turned into a CorruptRecordError once it is held again.
+    _SMALL_SIZE = 10      # size field below the 14-byte minimum record overhead (walk)
+    _SHORT_BATCH = 11     # a magic-2 batch below the 61-byte header
+    _BAD_CRC = 12
+    _BAD_COUNT = 13
+    _BAD_FRAMING = 14     # wire status in _Walk.wire_status
+
+# Kafka's layout (kafka-format.md §1.1) and limits.
+cdef enum:
+    _LOG_OVERHEAD = 12
+    _HEADER_UP_TO_MAGIC = 17
+    _MIN_RECORD_OVERHEAD = 14     # a legacy v0 message: what the walk accepts as a size before the magic is known
+    _BATCH_OVERHEAD = 61
+    _EPOCH_AT = 12
+    _MAGIC_AT = 16
+    _CRC_AT = 17
+    _ATTRIBUTES_AT = 21
+    _LAST_OFFSET_DELTA_AT = 23
+    _MAX_TIMESTAMP_AT = 35
+    _PRODUCER_ID_AT = 43
+    _COUNT_AT = 57
+    _CODEC_MASK = 0x07
+    _LOG_APPEND_TIME_FLAG = 0x08
+
+# Below this many bytes the GIL is kept: releasing and retaking it costs about as much as walking them. (hashlib
+# draws the line at 2 KiB; a 16 KiB batch walks in a few microseconds, during which appenders to other partitions
+# and readers run.)
+cdef enum:
+    _NOGIL_BYTES = 4096
+
+SCAN_OK = _OK
+SCAN_CORRUPT = _CORRUPT
+SCAN_NOT_V2 = _NOT_V2
+SCAN_TOO_LARGE = _TOO_LARGE
+SCAN_INCOMPLETE = _INCOMPLETE
+SCAN_OFFSET_OVERFLOW = _OFFSET_OVERFLOW
+
+cdef int64_t _DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024  # segments.records.DEFAULT_MAX_RECORD_BYTES
+
+cdef struct _Batch:
+    size_t position
+    size_t size
+    int64_t base_offset        # as given; replaced by assign_offsets
+    int64_t last_offset        # base_offset + last offset delta, once assigned (or checked, for a follower)
+    int64_t max_timestamp      # as given; replaced for LogAppendTime
+    int64_t producer_id
+    int32_t last_offset_delta
+    int32_t leader_epoch
+    int32_t records
+    int16_t attributes
+
+cdef struct _Walk:
+    # Inputs.
+    const uint8_t *buf
+    size_t length
+    int64_t max_message_bytes
+    int64_t max_record_bytes
+    # Batches found valid so far (grown by doubling; at most length / 26 entries).
+    _Batch *batches
+    size_t count
+    size_t capacity
+    size_t compressed         # how many of them are compressed
+    size_t producers          # how many of them carry a producer id
+    # The first flaw: code, start of its batch, and what the message needs.
+    int failure
+    size_t failure_position
+    int64_t detail            # size field, stored CRC, record count or body size
+    uint32_t computed_crc
+    int wire_status
+    size_t wire_position      # offset of a framing flaw in the records region
+
+
+cdef int _grow(_Walk *walk) noexcept nogil:
+    """Room for one more batch; 0 when memory runs out. O(1) amortized."""
+    cdef size_t capacity
+    cdef _Batch *grown
+    if walk.count < walk.capacity:
+        return 1
+    capacity = 8 if walk.capacity == 0 else walk.capacity * 2
+    grown = <_Batch *>realloc(walk.batches, capacity * sizeof(_Batch))
+    if grown == NULL:
+        return 0
+    walk.batches = grown
+    walk.capacity = capacity
+    return 1
+
+
+cdef int _walk(_Walk *walk) noexcept nogil:
+    """Validate the batches of walk.buf in order, stopping at the first flaw (walk.failure). Returns 0 when memory
+    ran out. O(length): one CRC pass plus a hop over the record lengths of uncompressed batches."""
+    cdef const uint8_t *buf = walk.buf
+    cdef size_t length = walk.length
+    cdef size_t position = 0
+    cdef size_t total
+    cdef int32_t size
+    cdef int32_t records
+    cdef uint8_t magic
+    cdef uint32_t stored
+    cdef uint32_t computed
+    cdef int status
+    cdef size_t wire_position
+    cdef const uint8_t *batch
+    cdef _Batch *found
+    # Kafka's FileLogInputStream: a batch is read only while more than 17 bytes remain.
+    while length - position > _HEADER_UP_TO_MAGIC:
+        batch = buf + position
+        size = <int32_t>load_be32(batch + 8)
+        if size < _MIN_RECORD_OVERHEAD:
+            walk.failure = _SMALL_SIZE
+            walk.failure_position = position
+            walk.detail = size
+            return 1
+        total = <size_t>size + _LOG_OVERHEAD
+        if total > length - position:
+            break
+        magic = batch[_MAGIC_AT]
+        if magic == 0 or magic == 1:
+            walk.failure = _NOT_V2
+            walk.failure_position = position
+            return 1
+        if total < _BATCH_OVERHEAD:
+            walk.failure = _SHORT_BATCH
+            walk.failure_position = position
+            walk.detail = <int64_t>total
+            return 1
+        if magic != 2:
+            walk.failure = _NOT_V2
+            walk.failure_position = position
+            return 1
+        if <int64_t>total > walk.max_message_bytes:
+            walk.failure = _TOO_LARGE
+            walk.failure_position = position
+            walk.detail = <int64_t>total
+            return 1
+        stored = load_be32(batch + _CRC_AT)
+        computed = logmgr_crc32c(0, batch + _ATTRIBUTES_AT, total - _ATTRIBUTES_AT)
+        if computed != stored:
+            walk.failure = _BAD_CRC
+            walk.failure_position = position
+            walk.detail = stored
+            walk.computed_crc = computed
+            return 1
+        records = <int32_t>load_be32(batch + _COUNT_AT)
+        if records < 0:
+            walk.failure = _BAD_COUNT
+            walk.failure_position = position
+            walk.detail = records
+            return 1
+        if (batch[_ATTRIBUTES_AT + 1] & _CODEC_MASK) == 0:
+            status = frame_records(batch + _BATCH_OVERHEAD, total - _BATCH_OVERHEAD, records,
+                                   walk.max_record_bytes, &wire_position)
+            if status != WIRE_OK:
+                walk.failure = _BAD_FRAMING
+                walk.failure_position = position
+                walk.wire_status = status
+                walk.wire_position = wire_position
+                return 1
+        if not _grow(walk):
+            return 0
+        found = &walk.batches[walk.count]
+        walk.count += 1
+        found.position = position
+        found.size = total
+        found.base_offset = <int64_t>load_be64(batch)
+        found.leader_epoch = <int32_t>load_be32(batch + _EPOCH_AT)
+        found.attributes = <int16_t>((batch[_ATTRIBUTES_AT] << 8) | batch[_ATTRIBUTES_AT + 1])
+        found.last_offset_delta = <int32_t>load_be32(batch + _LAST_OFFSET_DELTA_AT)
+        found.max_timestamp = <int64_t>load_be64(batch + _MAX_TIMESTAMP_AT)
+        found.producer_id = <int64_t>load_be64(batch + _PRODUCER_ID_AT)
+        found.records = records
+        walk.compressed += (found.attributes & _CODEC_MASK) != 0
+        walk.producers += found.producer_id >= 0
+        position += total
+    if walk.count == 0 or position != length:
+        walk.failure = _INCOMPLETE
+        walk.failure_position = position
+    return 1
+
+
+cdef object _framing_error(const uint8_t *region, size_t length, int status, size_t at, int32_t records,
+                           int64_t max_record_bytes):
+    """The CorruptRecordError Kafka's framing check raises for ``status`` at region offset ``at``, located in
+    the batch (the region starts at byte 61). O(1)."""
+    cdef size_t pos = at
+    cdef int32_t body = 0
+    cdef int64_t position = _BATCH_OVERHEAD + <int64_t>at
+    if status == WIRE_TRUNCATED:
+        return CorruptRecordError("buffer ends inside a varint", position=position)
+    if status == WIRE_TRAILING_BYTES:
+        return CorruptRecordError(
+            f"incorrect declared batch size, {length - at} bytes remain after {records} records", position=position
+        )
+    if status == WIRE_RECORD_TOO_LARGE or status == WIRE_BAD_RECORD_SIZE:
+        # The framer read this length before refusing it: read again for the message.
+        read_varint(region, length, &pos, &body)
+        if status == WIRE_RECORD_TOO_LARGE:
+            return RecordTooLargeError(
+                f"record of {body} bytes exceeds the limit of {max_record_bytes}", position=position
+            )
+        return CorruptRecordError(f"invalid record size {body}", position=position)
+    return CorruptRecordError("varint is longer than 5 bytes", position=position)
+
+
+cdef int _stamp(uint8_t *target, const uint8_t *source, size_t length, _Batch *batches, size_t count,
+                int64_t offset, int32_t leader_epoch, bint stamp_time, int64_t now) noexcept nogil:
+    """Copy ``source`` to ``target`` and stamp every batch (see :meth:`AppendScan.assign_offsets`), updating
+    ``batches``; 0 when an offset passes the int64 range. O(length)."""
+    cdef size_t i
+    cdef _Batch *b
+    cdef uint8_t *p
+    memcpy(target, source, length)
+    for i in range(count):
+        b = &batches[i]
+        p = target + b.position
+        b.base_offset = offset
+        if add_overflow(offset, b.last_offset_delta, &b.last_offset) or add_overflow(b.last_offset, 1, &offset):
+            return 0
+        b.leader_epoch = leader_epoch
+        store_be64(p, <uint64_t>b.base_offset)
+        store_be32(p + _EPOCH_AT, <uint32_t>leader_epoch)
+        if stamp_time:
+            b.attributes = b.attributes | _LOG_APPEND_TIME_FLAG
+            b.max_timestamp = now
+            store_be16(p + _ATTRIBUTES_AT, <uint16_t>b.attributes)
+            store_be64(p + _MAX_TIMESTAMP_AT, <uint64_t>now)
+            store_be32(p + _CRC_AT, logmgr_crc32c(0, p + _ATTRIBUTES_AT, b.size - _ATTRIBUTES_AT))
+    return 1
+
+
+cdef class AppendScan:
+    """What :func:`scan_append` found: the valid batches before the first flaw (if any) and their facts; after
+    :meth:`assign_offsets` (leader) or :meth:`check_follower`, the offsets and timestamps of the append.
+
+    ``data`` is the input until :meth:`assign_offsets` replaces it with the stamped copy (``bytes``)."""
+
+    cdef readonly object data
+    cdef readonly int failure
+    cdef readonly Py_ssize_t failure_position
+    cdef readonly Py_ssize_t failure_size
+    cdef readonly object error
+    cdef readonly Py_ssize_t compressed_batches
+    cdef readonly Py_ssize_t producer_batches
+    cdef readonly long long records
+    cdef readonly long long first_offset
+    cdef readonly long long last_offset
+    cdef readonly long long largest_offset
+    cdef readonly long long max_timestamp
+    cdef readonly long long offset_of_max_timestamp
+    cdef _Batch *_batches
+    cdef size_t _count
+
+    def __dealloc__(self):
+        free(self._batches)
+
+    @property
+    def batches(self):
+        """Number of valid batches (all of them when :attr:`failure` is ``SCAN_OK``). O(1)."""
+        return self._count
+
+    def spans(self, *, compressed=False, producers=False):
+        """``(start, end)`` of the valid batches in order; only compressed ones (codec bits set: their records
+        are framed by the caller) or only those of a producer (id >= 0) when asked. O(batches)."""
+        cdef size_t i
+        cdef _Batch *b
+        out = []
+        for i in range(self._count):
+            b = &self._batches[i]
+            if compressed and (b.attributes & _CODEC_MASK) == 0:
+                continue
+            if producers and b.producer_id < 0:
+                continue
+            out.append((b.position, b.position + b.size))
+        return out
+
+    def epoch_starts(self):
+        """``(leader epoch, base offset)`` of every batch with an epoch (>= 0), in order: what the leader epoch
+        cache is told after the write. O(batches)."""
+        cdef size_t i
+        return [
+            (self._batches[i].leader_epoch, self._batches[i].base_offset)
+            for i in range(self._count)
+            if self._batches[i].leader_epoch >= 0
+        ]
+
+    def assign_offsets(self, long long next_offset, int leader_epoch, append_time=None):
+        """Leader: copy the batches and stamp each with its base offset (from ``next_offset`` on, each batch
+        taking ``last offset delta + 1`` offsets), ``leader_epoch`` and, when ``append_time`` is given, the
+        LogAppendTime flag and that max timestamp (CRC recomputed: both are CRC-covered). Sets the offsets and
+        the max timestamp facts, or ``failure = SCAN_OFFSET_OVERFLOW`` when an offset passes the int64 range (then
+        nothing is kept). O(size): a copy, plus a CRC pass for LogAppendTime."""
+        self._require_valid()
+        cdef const uint8_t[::1] source = self.data
+        cdef size_t length = source.shape[0]
+        cdef bint stamp_time = append_time is not None
+        cdef int64_t now = append_time if stamp_time else 0
+        # A new bytes object is filled before anyone else sees it (the C API's way to build one in place).
+        cdef object out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>length)
+        cdef uint8_t *target = <uint8_t *>PyBytes_AS_STRING(out)
+        cdef int ok
+        if length >= _NOGIL_BYTES:
+            with nogil:
+                ok = _stamp(target, &source[0], length, self._batches, self._count, next_offset, leader_epoch,
+                            stamp_time, now)
+        else:
+            ok = _stamp(target, &source[0], length, self._batches, self._count, next_offset, leader_epoch,
+                        stamp_time, now)
+        if not ok:
+            self.failure = _OFFSET_OVERFLOW
+            return
+        self.data = out
+        self._gather_offsets()
+
+    def check_follower(self, long long log_end_offset):
+        """Follower: the first batch whose base offset lies below the offset it must start at or above (the log
+        end, then each batch's last offset + 1), as ``(base offset, expected offset)``, else None after setting the
+        offset and max timestamp facts (``failure = SCAN_OFFSET_OVERFLOW`` when a last offset passes the int64
+        range). O(batches)."""
+        cdef int64_t expected = log_end_offset
+        cdef size_t i
+        cdef _Batch *b
+        self._require_valid()
+        for i in range(self._count):
+            b = &self._batches[i]
+            if b.base_offset < expected:
+                return (b.base_offset, expected)
+            if add_overflow(b.base_offset, b.last_offset_delta, &b.last_offset) or \
+                    add_overflow(b.last_offset, 1, &expected):
+                self.failure = _OFFSET_OVERFLOW
+                return None
+        self._gather_offsets()
+        return None
+
+    cdef int _require_valid(self) except -1:
+        if self.failure != _OK:
+            raise ValueError(f"the append was refused (scan failure {self.failure}); nothing to assign")
+        return 0
+
+    cdef void _gather_offsets(self):
+        """First/last/largest offsets, record count, and the max timestamp with the last offset of the first
+        batch holding it (Kafka's ``offsetOfMaxTimestamp`` of an append). O(batches)."""
+        cdef size_t i
+        cdef _Batch *b = &self._batches[0]
+        cdef int64_t records = 0
+        self.first_offset = b.base_offset
+        self.largest_offset = b.last_offset
+        self.max_timestamp = b.max_timestamp
+        self.offset_of_max_timestamp = b.last_offset
+        for i in range(self._count):
+            b = &self._batches[i]
+            records += b.records
+            if b.last_offset > self.largest_offset:
+                self.largest_offset = b.last_offset
+            if b.max_timestamp > self.max_timestamp:
+                self.max_timestamp = b.max_timestamp
+                self.offset_of_max_timestamp = b.last_offset
+        self.last_offset = b.last_offset
+        self.records = records
+
+
+def scan_append(records, long long max_message_bytes):
+    """Walk the batches of one append (any contiguous buffer) and validate each as Kafka does before an append:
+    the file rule (a size field of at least 14, whole batches), magic 2, at most ``max_message_bytes``, the CRC, a
+    non-negative record count and, for uncompressed batches, the framing of exactly that many records (lengths
+    only; a record above ``max(max_message_bytes, 64 MiB)`` is too large). Stops at the first flaw. O(size), the
+    GIL released for appends of 4 KiB and more."""
+    cdef const uint8_t[::1] view = records
+    cdef AppendScan scan = AppendScan.__new__(AppendScan)
+    cdef _Walk walk
+    cdef int enough_memory = 1
+    cdef const uint8_t *batch
+    walk.length = view.shape[0]
+    walk.buf = &view[0] if walk.length > 0 else NULL
+    walk.max_message_bytes = max_message_bytes
+    walk.max_record_bytes = max(max_message_bytes, _DEFAULT_MAX_RECORD_BYTES)
+    walk.batches = NULL
+    walk.count = 0
+    walk.capacity = 0
+    walk.compressed = 0
+    walk.producers = 0
+    walk.failure = _OK
+    walk.failure_position = 0
+    if walk.length >= _NOGIL_BYTES:
+        with nogil:
+            enough_memory = _walk(&walk)
+    else:
+        enough_memory = _walk(&walk)
+    scan._batches = walk.batches
+    scan._count = walk.count
+    scan.compressed_batches = walk.compressed
+    scan.producer_batches = walk.producers
+    if not enough_memory:
+        raise MemoryError()
+    scan.data = records
+    scan.failure_position = walk.failure_position
+    batch = walk.buf + walk.failure_position
+    if walk.failure == _SMALL_SIZE:
+        scan.error = CorruptRecordError(
+            f"found record size {walk.detail} smaller than the minimum record overhead ({_MIN_RECORD_OVERHEAD})",
+            position=walk.failure_position,
+        )
+    elif walk.failure == _SHORT_BATCH:
+        # The batch view's own check, located in the append as the walk locates it.
+        scan.error = CorruptRecordError(
+            f"record batch is corrupt (the size {walk.detail} is smaller than the minimum allowed overhead "
+            f"{_BATCH_OVERHEAD})",
+            position=walk.failure_position,
+        )
+    elif walk.failure == _BAD_CRC:
+        scan.error = CorruptRecordError(
+            f"record batch is corrupt (stored crc = {walk.detail}, computed crc = {walk.computed_crc})",
+            position=_CRC_AT,
+        )
+    elif walk.failure == _BAD_COUNT:
+        scan.error = CorruptRecordError(f"found invalid record count {walk.detail}", position=_COUNT_AT)
+    elif walk.failure == _BAD_FRAMING:
+        scan.error = _framing_error(
+            batch + _BATCH_OVERHEAD,
+            <size_t>load_be32(batch + 8) + _LOG_OVERHEAD - _BATCH_OVERHEAD,
+            walk.wire_status,
+            walk.wire_position,
+            <int32_t>load_be32(batch + _COUNT_AT),
+            walk.max_record_bytes,
+        )
+    if scan.error is not None:
+        scan.failure = _CORRUPT
+    elif walk.failure == _TOO_LARGE:
+        scan.failure = _TOO_LARGE
+        scan.failure_size = walk.detail
+    else:
+        scan.failure = walk.failure
+    return scan

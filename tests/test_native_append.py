@@ -1,0 +1,409 @@
+"""The native append path (``segments._native.append`` behind ``Log.append_as_leader`` / ``append_as_follower``)
+against a reference that follows Kafka's documented checks with the format layer's Python views: the batch walk
+(file rule), magic 2, ``max.message.bytes``, ``ensureValid`` (CRC, record count), the record framing (also of
+compressed batches, after decompression), then offsets, leader epoch and LogAppendTime stamping.
+
+Generated appends, and mutated or arbitrary bytes (with CRCs fixed up, so the deeper checks are reached): both
+sides accept with the same bytes on disk and the same ``LogAppendInfo``, or both refuse with the same error type
+and message.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from crc32c import crc32c
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from logmgr.clock import ManualClock
+from logmgr.config import LogConfig
+from logmgr.errors import InvalidRecordError, RecordBatchTooLargeError
+from logmgr.log import Log
+from logmgr.log_loader import load_log
+from segments._native.append import (
+    SCAN_CORRUPT,
+    SCAN_INCOMPLETE,
+    SCAN_NOT_V2,
+    SCAN_OFFSET_OVERFLOW,
+    SCAN_OK,
+    SCAN_TOO_LARGE,
+    scan_append,
+)
+from segments.compression import CompressionType
+from segments.errors import CorruptRecordError
+from segments.file_records import iter_batches
+from segments.records import DecodeLimits, DefaultRecordBatch, SimpleRecord, build_batch
+
+T0 = 1_700_000_000_000
+MAX_MESSAGE_BYTES = 4_000
+_DIRS = itertools.count()
+
+
+# -- the reference ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refused:
+    kind: type[Exception]
+    message: str
+
+
+@dataclass(frozen=True)
+class Accepted:
+    data: bytes
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    batches: int
+    records: int
+
+
+def reference_append(
+    records: bytes, tp: str, *, leader: bool, log_end: int, leader_epoch: int, append_time: int | None,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+) -> Refused | Accepted:
+    """Kafka's validation and stamping of one append, batch by batch, with the format layer's lazy views."""
+    batches: list[DefaultRecordBatch] = []
+    position = 0
+    try:
+        for found in iter_batches(records):
+            batch = found.batch
+            if not isinstance(batch, DefaultRecordBatch) or batch.magic != 2:
+                return Refused(InvalidRecordError, f"{tp}: only magic 2 batches can be appended")
+            if batch.size_in_bytes > max_message_bytes:
+                return Refused(
+                    RecordBatchTooLargeError,
+                    f"{tp}: batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_message_bytes}",
+                )
+            batch.ensure_valid()
+            batch.validate_record_framing(DecodeLimits.for_max_message_bytes(max_message_bytes))
+            batches.append(batch)
+            position = found.end_position
+    except CorruptRecordError as err:
+        return Refused(InvalidRecordError, f"{tp}: invalid batch at position {position}: {err}")
+    if not batches or position != len(records):
+        return Refused(InvalidRecordError, f"{tp}: an append must hold one or more whole batches")
+    next_offset = log_end
+    stamped = []
+    for batch in batches:
+        if leader:
+            out = bytearray(batch.raw_bytes())
+            struct.pack_into(">q", out, 0, next_offset)
+            struct.pack_into(">i", out, 12, leader_epoch)
+            if append_time is not None:
+                struct.pack_into(">h", out, 21, batch.attributes | 0x08)
+                struct.pack_into(">q", out, 35, append_time)
+                struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
+            batch = DefaultRecordBatch(bytes(out))
+        elif batch.base_offset < next_offset:
+            return Refused(
+                InvalidRecordError,
+                f"{tp}: follower append at offset {batch.base_offset} is below the expected offset {next_offset}",
+            )
+        next_offset = batch.last_offset + 1
+        stamped.append(batch)
+    first, last = stamped[0], stamped[-1]
+    if last.last_offset - first.base_offset > (1 << 31) - 1:
+        return Refused(
+            InvalidRecordError,
+            f"{tp}: offsets {first.base_offset}..{last.last_offset} of one append do not fit one segment "
+            "(32-bit relative offsets)",
+        )
+    top = max(stamped, key=lambda b: b.max_timestamp)
+    return Accepted(
+        b"".join(b.raw_bytes() for b in stamped),
+        first.base_offset,
+        last.last_offset,
+        top.max_timestamp,
+        top.last_offset,
+        len(stamped),
+        sum(b.records_count for b in stamped),
+    )
+
+
+def fix_crcs(data: bytes | bytearray) -> bytes:
+    """``data`` with the CRC of every magic-2 batch the walk can frame recomputed, so mutations reach the checks
+    after the CRC. O(size)."""
+    out = bytearray(data)
+    position = 0
+    while len(out) - position > 17:
+        (size,) = struct.unpack_from(">i", out, position + 8)
+        if size < 14 or position + 12 + size > len(out):
+            break
+        if out[position + 16] == 2 and size + 12 >= 61:
+            struct.pack_into(">I", out, position + 17, crc32c(bytes(out[position + 21 : position + 12 + size])))
+        position += 12 + size
+    return bytes(out)
+
+
+# -- strategies ---------------------------------------------------------------------------------------------------
+
+_records = st.lists(
+    st.builds(
+        SimpleRecord,
+        st.one_of(st.none(), st.binary(max_size=300)),
+        st.one_of(st.none(), st.binary(max_size=20)),
+        st.integers(T0 - 10_000, T0 + 10_000),
+    ),
+    min_size=1,
+    max_size=12,
+)
+_codecs = st.sampled_from([CompressionType.NONE, CompressionType.NONE, CompressionType.GZIP, CompressionType.ZSTD])
+
+
+@st.composite
+def appends(draw: st.DrawFn) -> bytes:
+    """One to three batches, their base offsets increasing (a follower may take them as they are)."""
+    out = []
+    base = draw(st.integers(0, 50))
+    for _ in range(draw(st.integers(1, 3))):
+        built = bytearray(build_batch(draw(_records), compression=draw(_codecs)))
+        struct.pack_into(">q", built, 0, base)
+        base += struct.unpack_from(">i", built, 23)[0] + 1 + draw(st.integers(0, 3))
+        out.append(bytes(built))
+    return b"".join(out)
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> bytes:
+    data = bytearray(draw(appends()))
+    for _ in range(draw(st.integers(1, 4))):
+        data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+    if draw(st.booleans()):
+        data = data[: draw(st.integers(0, len(data)))]
+    if draw(st.booleans()):
+        data += draw(st.binary(max_size=40))
+    return fix_crcs(data) if draw(st.booleans()) else bytes(data)
+
+
+@st.composite
+def mutated_inside(draw: st.DrawFn) -> bytes:
+    """An uncompressed batch whose record region, count, magic or attributes are edited under a valid CRC: the
+    framing and header checks after the CRC."""
+    data = bytearray(build_batch(draw(_records)))
+    region = st.integers(61, len(data) - 1)
+    where = draw(st.one_of(region, region, st.integers(57, 60), st.just(16), st.just(22)))
+    data[where] = draw(st.one_of(st.integers(0, 255), st.sampled_from([0x7F, 0x80, 0xFF, 0x00, 0x0A])))
+    if draw(st.booleans()):
+        cut = draw(st.integers(61, len(data)))
+        data = data[:cut] + draw(st.binary(max_size=6))
+        struct.pack_into(">i", data, 8, len(data) - 12)
+    return fix_crcs(data)
+
+
+inputs = st.one_of(appends(), mutated(), mutated_inside(), st.binary(max_size=200).map(fix_crcs))
+
+
+def new_log(root: Path, clock: ManualClock, **props: str) -> Log:
+    config = LogConfig.from_properties({"max.message.bytes": str(MAX_MESSAGE_BYTES), **props})
+    return load_log(root / f"topic-{next(_DIRS)}", config, clock=clock)
+
+
+def outcome(log: Log, data: bytes, *, leader: bool, leader_epoch: int) -> Refused | Accepted:
+    before = log.size_in_bytes
+    try:
+        info = log.append_as_leader(data, leader_epoch=leader_epoch) if leader else log.append_as_follower(data)
+    except (InvalidRecordError, RecordBatchTooLargeError) as err:
+        assert log.size_in_bytes == before
+        return Refused(type(err), str(err))
+    with open(log.active_segment.log.path, "rb") as f:
+        f.seek(info.position)
+        written = f.read(info.valid_bytes)
+    assert log.log_end_offset == info.last_offset + 1
+    return Accepted(
+        bytes(written), info.first_offset, info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
+        info.batches, info.records,
+    )
+
+
+# -- differential tests -------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    data=inputs,
+    leader=st.booleans(),
+    log_end=st.integers(0, 40),
+    leader_epoch=st.integers(-1, 5),
+    append_time=st.booleans(),
+)
+def test_appends_match_the_reference(
+    tmp_path: Path, data: bytes, leader: bool, log_end: int, leader_epoch: int, append_time: bool
+) -> None:
+    clock = ManualClock(T0)
+    props = {"message.timestamp.type": "LogAppendTime"} if append_time else {}
+    log = new_log(tmp_path, clock, **props)
+    try:
+        if log_end:
+            log.truncate_fully_and_start_at(log_end)
+        expected = reference_append(
+            data, str(log.topic_partition), leader=leader, log_end=log_end, leader_epoch=leader_epoch,
+            append_time=T0 if append_time and leader else None,
+        )
+        event(type(expected).__name__ if isinstance(expected, Accepted) else expected.message.split(": ", 2)[-1][:40])
+        assert outcome(log, data, leader=leader, leader_epoch=leader_epoch) == expected
+        log._check()
+    finally:
+        log.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=inputs, max_message_bytes=st.sampled_from([61, 500, MAX_MESSAGE_BYTES, 1 << 20]))
+def test_scan_classifies_every_input_as_the_reference_does(data: bytes, max_message_bytes: int) -> None:
+    """The kernel alone, on any bytes: a verdict, never a crash; compressed batches before a flaw are left to
+    the caller, so the comparison frames them as the log does."""
+    scan = scan_append(data, max_message_bytes)
+    expected = reference_append(
+        data, "t-0", leader=False, log_end=0, leader_epoch=-1, append_time=None, max_message_bytes=max_message_bytes
+    )
+    limits = DecodeLimits.for_max_message_bytes(max_message_bytes)
+    for start, end in scan.spans(compressed=True):
+        try:
+            DefaultRecordBatch(data[start:end]).validate_record_framing(limits)
+        except CorruptRecordError as err:
+            assert expected == Refused(InvalidRecordError, f"t-0: invalid batch at position {start}: {err}")
+            return
+    if scan.failure == SCAN_OK:
+        assert isinstance(expected, Accepted) or "follower append" in expected.message or "32-bit" in expected.message
+        assert scan.batches == len(scan.spans()) and scan.spans()[-1][1] == len(data)
+    elif scan.failure == SCAN_CORRUPT:
+        assert scan.error is not None
+        assert expected == Refused(InvalidRecordError, f"t-0: invalid batch at position {scan.failure_position}: "
+                                                       f"{scan.error}")
+    elif scan.failure == SCAN_NOT_V2:
+        assert expected == Refused(InvalidRecordError, "t-0: only magic 2 batches can be appended")
+    elif scan.failure == SCAN_TOO_LARGE:
+        assert isinstance(expected, Refused) and expected.kind is RecordBatchTooLargeError
+        assert f"batch of {scan.failure_size} bytes" in expected.message
+    else:
+        assert scan.failure == SCAN_INCOMPLETE
+        assert expected == Refused(InvalidRecordError, "t-0: an append must hold one or more whole batches")
+
+
+# -- the kernel's own contract ------------------------------------------------------------------------------------
+
+
+def _two_batches() -> bytes:
+    first = build_batch([SimpleRecord(b"a", b"k", T0 + 5), SimpleRecord(b"b", b"k", T0 + 9)], producer_id=7,
+                        producer_epoch=0, base_sequence=0)
+    second = bytearray(build_batch([SimpleRecord(b"c", b"k", T0 + 9)], compression=CompressionType.GZIP))
+    struct.pack_into(">q", second, 0, 2)  # outside the CRC
+    return first + bytes(second)
+
+
+def test_leader_stamping_facts_and_spans() -> None:
+    data = _two_batches()
+    scan = scan_append(data, 1 << 20)
+    assert scan.failure == SCAN_OK and scan.batches == 2
+    first_end = DefaultRecordBatch(data[: struct.unpack_from(">i", data, 8)[0] + 12]).size_in_bytes
+    assert scan.spans() == [(0, first_end), (first_end, len(data))]
+    assert scan.spans(compressed=True) == [(first_end, len(data))]
+    assert scan.spans(producers=True) == [(0, first_end)]
+    scan.assign_offsets(100, 3)
+    assert isinstance(scan.data, bytes) and scan.data != data
+    assert (scan.first_offset, scan.last_offset, scan.largest_offset, scan.records) == (100, 102, 102, 3)
+    # Both batches end at T0 + 9: the first one holding the max gives its offset, as Kafka's shallow offset.
+    assert (scan.max_timestamp, scan.offset_of_max_timestamp) == (T0 + 9, 101)
+    assert scan.epoch_starts() == [(3, 100), (3, 102)]
+    for found in iter_batches(bytes(scan.data)):
+        found.batch.ensure_valid()
+        assert found.batch.partition_leader_epoch == 3
+
+
+def test_log_append_time_recomputes_the_crc() -> None:
+    scan = scan_append(_two_batches(), 1 << 20)
+    scan.assign_offsets(0, 0, T0 + 1000)
+    for found in iter_batches(bytes(scan.data)):
+        found.batch.ensure_valid()
+        assert found.batch.max_timestamp == T0 + 1000 and found.batch.attributes & 0x08
+    assert (scan.max_timestamp, scan.offset_of_max_timestamp) == (T0 + 1000, 1)
+
+
+def test_follower_offsets_are_checked_not_changed() -> None:
+    data = _two_batches()
+    scan = scan_append(data, 1 << 20)
+    assert scan.check_follower(1) == (0, 1)
+    scan = scan_append(data, 1 << 20)
+    assert scan.check_follower(0) is None and scan.data is data
+    assert (scan.first_offset, scan.last_offset, scan.offset_of_max_timestamp) == (0, 2, 1)
+    assert scan.epoch_starts() == []
+
+
+def test_offsets_past_int64_are_refused() -> None:
+    scan = scan_append(_two_batches(), 1 << 20)
+    scan.assign_offsets((1 << 63) - 2, 0)
+    assert scan.failure == SCAN_OFFSET_OVERFLOW
+    with pytest.raises(ValueError):
+        scan.assign_offsets(0, 0)
+    built = bytearray(build_batch([SimpleRecord(b"x")]))
+    struct.pack_into(">q", built, 0, (1 << 63) - 1)
+    struct.pack_into(">i", built, 23, 5)
+    scan = scan_append(fix_crcs(built), 1 << 20)
+    assert scan.check_follower(0) is None and scan.failure == SCAN_OFFSET_OVERFLOW
+
+
+def test_empty_and_tiny_inputs() -> None:
+    for data in (b"", b"\x00" * 17, bytearray(5), memoryview(b"\x00" * 30)):
+        scan = scan_append(data, 1 << 20)
+        assert scan.failure in (SCAN_INCOMPLETE, SCAN_CORRUPT) and scan.batches == 0
+        with pytest.raises(ValueError):
+            scan.check_follower(0)
+
+
+def test_large_append_releases_the_gil_and_matches() -> None:
+    """A large append (its walk runs without the GIL): same verdicts, the flaw found in its batch."""
+    batches = [build_batch([SimpleRecord(bytes([n]) * 900, None, T0 + n) for _ in range(20)]) for n in range(8)]
+    data = b"".join(batches)
+    assert len(data) > 65536
+    scan = scan_append(data, 1 << 20)
+    assert scan.failure == SCAN_OK and scan.batches == 8
+    scan.assign_offsets(0, 0)
+    assert scan.records == 160 and scan.last_offset == 159
+    broken = bytearray(data)
+    broken[len(batches[0]) * 5 + 100] ^= 1
+    scan = scan_append(bytes(broken), 1 << 20)
+    assert scan.failure == SCAN_CORRUPT and scan.batches == 5 and "crc" in str(scan.error)
+
+
+def _with_region(region: bytes, count: int) -> bytes:
+    """An uncompressed batch holding ``region`` as its records and ``count`` in its header, CRC valid."""
+    data = bytearray(build_batch([SimpleRecord(b"v")]))[:61] + region
+    struct.pack_into(">i", data, 8, len(data) - 12)
+    struct.pack_into(">i", data, 57, count)
+    return fix_crcs(data)
+
+
+@pytest.mark.parametrize(
+    ("region", "count", "message"),
+    [
+        pytest.param(b"\x0e" + bytes(7) + b"\x00", 1, "incorrect declared batch size, 1 bytes remain", id="trailing"),
+        pytest.param(b"\x80\x80\x80\x80\x80\x01" + bytes(8), 1, "varint is longer than 5 bytes", id="long-varint"),
+        pytest.param(b"\x80\x80\x80\x80", 1, "buffer ends inside a varint", id="cut-varint"),
+        pytest.param(b"\xfe\xff\xff\xff\x07" + bytes(8), 1, "record of 1073741823 bytes exceeds the limit",
+                     id="too-large"),
+        pytest.param(b"\x0a" + bytes(5), 1, "invalid record size 5", id="short-body"),
+        pytest.param(b"", 3, "buffer ends inside a varint", id="missing-records"),
+    ],
+)
+def test_every_framing_flaw_gives_the_reference_error(region: bytes, count: int, message: str) -> None:
+    data = _with_region(region, count)
+    expected = reference_append(data, "t-0", leader=True, log_end=0, leader_epoch=0, append_time=None)
+    assert isinstance(expected, Refused) and message in expected.message
+    scan = scan_append(data, MAX_MESSAGE_BYTES)
+    assert scan.failure == SCAN_CORRUPT and scan.error is not None
+    assert Refused(InvalidRecordError, f"t-0: invalid batch at position 0: {scan.error}") == expected
+    assert type(scan.error) is type(expected_cause(data))
+
+
+def expected_cause(data: bytes) -> CorruptRecordError:
+    try:
+        DefaultRecordBatch(data).validate_record_framing(DecodeLimits.for_max_message_bytes(MAX_MESSAGE_BYTES))
+    except CorruptRecordError as err:
+        return err
+    raise AssertionError("framing passed")
