@@ -1,0 +1,471 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Batch header walk and batch CRCs (Kafka's ``FileLogInputStream`` + ``DefaultRecordBatch`` header).
+
+* :class:`RecordBatchHeader`: the 61-byte magic-2 header unpacked into C fields; ``segments.records``'s
+  ``DefaultRecordBatch`` derives from it (record decode stays there).
+* :class:`FileBatch` and :class:`BatchWalk`: Kafka's batch iteration over bytes fetched in windows, one object per
+  batch and no Python-level work per batch.
+* CRCs are computed per *run* of batches of one window with the GIL released: the first ``ensure_valid`` of a
+  batch checksums it and the batches after it in its window (up to :data:`_CRC_RUN_BYTES`), the next ones find
+  their CRC computed. A lookup that never checks a CRC pays nothing.
+
+Every read of a byte is bounds-checked against the window it lies in; hostile sizes raise the typed errors of
+``segments.errors`` with file positions.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
+
+from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
+from segments._native.wire cimport load_be16, load_be32, load_be64
+
+from segments.errors import CorruptRecordError, RecordTooLargeError, StorageFormatError, UnsupportedMagicError
+
+logmgr_crc32c_init()
+
+cdef enum:
+    LOG_OVERHEAD = 12
+    HEADER_SIZE_UP_TO_MAGIC = 17
+    RECORD_BATCH_OVERHEAD = 61
+    RECORD_OVERHEAD_V0 = 14
+    CRC_OFFSET = 17
+    ATTRIBUTES_OFFSET = 21
+    MAGIC_V2 = 2
+    WINDOW_BYTES = 8 * 1024 * 1024
+    FIRST_WINDOW_BYTES = 64 * 1024
+    # A CRC run: at most this many batches / bytes per GIL release, so a reader that stops early wastes little.
+    CRC_RUN_BATCHES = 256
+    CRC_RUN_BYTES = 1024 * 1024
+
+cdef int64_t _INT32_MAX = 2147483647
+
+# The Python classes the walk instantiates (set by segments.file_records at import: records.py and legacy.py
+# import this module, so it cannot import them).
+cdef object _default_type = None
+cdef object _legacy_type = None
+
+
+def register(default_type, legacy_type):
+    """Set the classes built for magic-2 batches (a subclass of :class:`RecordBatchHeader`) and magic 0/1
+    messages. O(1)."""
+    global _default_type, _legacy_type
+    if not issubclass(default_type, RecordBatchHeader):
+        raise TypeError(f"{default_type!r} does not derive from RecordBatchHeader")
+    _default_type = default_type
+    _legacy_type = legacy_type
+
+
+cdef class _Window:
+    """Bytes a walk fetched (or one batch given alone): the buffer export that keeps the pointer valid, and the
+    CRCs of the current run of batches."""
+
+    cdef object obj
+    cdef const uint8_t[::1] view
+    cdef const uint8_t *data
+    cdef Py_ssize_t size
+    cdef bint immutable
+    cdef int run_next
+    cdef int run_count
+    cdef Py_ssize_t run_pos[CRC_RUN_BATCHES]
+    cdef uint32_t run_crc[CRC_RUN_BATCHES]
+
+    cdef uint32_t crc_at(self, Py_ssize_t start, Py_ssize_t total):
+        """CRC-32C of bytes [21, total) of the batch at ``start``, whose bytes lie in the window (callers made
+        sure; total >= 61). O(1) when a run computed it, else O(run bytes) without the GIL."""
+        cdef int i = self.run_next
+        cdef uint32_t crc
+        if not self.immutable:
+            # A caller's bytearray may change between two checks: nothing is cached.
+            if total - ATTRIBUTES_OFFSET < CRC_RUN_BYTES:
+                return logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+            with nogil:
+                crc = logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+            return crc
+        if i < self.run_count and self.run_pos[i] == start:
+            self.run_next = i + 1
+            return self.run_crc[i]
+        self._compute_run(start, total)
+        self.run_next = 1
+        return self.run_crc[0]
+
+    cdef void _compute_run(self, Py_ssize_t start, Py_ssize_t total):
+        cdef const uint8_t *data = self.data
+        cdef Py_ssize_t size = self.size
+        cdef Py_ssize_t pos = start
+        cdef Py_ssize_t run_bytes = 0
+        cdef int n = 0
+        cdef int32_t length
+        with nogil:
+            # The asked batch first (validated by its caller), then the whole magic-2 batches following it.
+            self.run_pos[0] = start
+            self.run_crc[0] = logmgr_crc32c(0, data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+            n = 1
+            run_bytes = total
+            pos = start + total
+            while n < CRC_RUN_BATCHES and run_bytes < CRC_RUN_BYTES and size - pos >= RECORD_BATCH_OVERHEAD:
+                length = <int32_t>load_be32(data + pos + 8)
+                if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or length > size - pos - LOG_OVERHEAD:
+                    break
+                if data[pos + 16] != MAGIC_V2:
+                    break
+                total = LOG_OVERHEAD + length
+                self.run_pos[n] = pos
+                self.run_crc[n] = logmgr_crc32c(0, data + pos + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+                n += 1
+                run_bytes += total
+                pos += total
+        self.run_count = n
+
+
+cdef _Window _window_of(object buffer):
+    cdef _Window window = _Window.__new__(_Window)
+    window.obj = buffer
+    if type(buffer) is bytes:
+        # The common case (pread results): no buffer export needed, the bytes object is immutable.
+        window.data = <const uint8_t *>PyBytes_AS_STRING(buffer)
+        window.size = PyBytes_GET_SIZE(buffer)
+        window.immutable = True
+    else:
+        window.immutable = type(buffer) is memoryview and buffer.readonly and type(buffer.obj) is bytes
+        window.view = buffer
+        window.size = window.view.shape[0]
+        window.data = &window.view[0] if window.size else NULL
+    return window
+
+
+cdef class RecordBatchHeader:
+    """The header of one magic-2 batch over ``buffer`` (exactly the batch's bytes, prefix included): fields
+    unpacked on construction (O(1)), CRC checked on :meth:`ensure_valid` (O(size))."""
+
+    cdef _Window _window
+    cdef Py_ssize_t _start
+    cdef readonly int64_t _base_offset
+    cdef readonly int32_t _length
+    cdef readonly int32_t _partition_leader_epoch
+    cdef readonly int8_t _magic
+    cdef readonly uint32_t _crc
+    cdef readonly int16_t _attributes
+    cdef readonly int32_t _last_offset_delta
+    cdef readonly int64_t _base_timestamp
+    cdef readonly int64_t _max_timestamp
+    cdef readonly int64_t _producer_id
+    cdef readonly int16_t _producer_epoch
+    cdef readonly int32_t _base_sequence
+    cdef readonly int32_t _records_count
+
+    def __init__(self, buffer):
+        cdef _Window window = _window_of(buffer)
+        if window.size < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch is corrupt (the size {window.size} is smaller than the minimum allowed overhead "
+                f"{RECORD_BATCH_OVERHEAD})",
+                position=0,
+            )
+        _unpack(self, window, 0)
+        if self._length + LOG_OVERHEAD != window.size:
+            raise CorruptRecordError(
+                f"batch length field {self._length} does not match the {window.size} bytes given", position=8
+            )
+
+    @property
+    def _buffer(self):
+        """The batch's bytes: the buffer given, or a view into the window a walk read. O(1)."""
+        cdef Py_ssize_t total = self._length + LOG_OVERHEAD
+        if self._start == 0 and total == self._window.size:
+            return self._window.obj
+        return memoryview(self._window.obj)[self._start : self._start + total]
+
+    @property
+    def magic(self):
+        return self._magic
+
+    @property
+    def base_offset(self):
+        return self._base_offset
+
+    @property
+    def last_offset_delta(self):
+        return self._last_offset_delta
+
+    @property
+    def last_offset(self):
+        return self._base_offset + self._last_offset_delta
+
+    @property
+    def next_offset(self):
+        return self._base_offset + self._last_offset_delta + 1
+
+    @property
+    def size_in_bytes(self):
+        return self._length + LOG_OVERHEAD
+
+    @property
+    def checksum(self):
+        return self._crc
+
+    @property
+    def attributes(self):
+        return self._attributes
+
+    @property
+    def base_timestamp(self):
+        """Header field at byte 27: the first record's timestamp, or the delete horizon (attribute bit 6)."""
+        return self._base_timestamp
+
+    @property
+    def first_timestamp(self):
+        return self._base_timestamp
+
+    @property
+    def max_timestamp(self):
+        return self._max_timestamp
+
+    @property
+    def is_transactional(self):
+        return bool(self._attributes & 0x10)
+
+    @property
+    def is_control(self):
+        return bool(self._attributes & 0x20)
+
+    @property
+    def has_delete_horizon(self):
+        return bool(self._attributes & 0x40)
+
+    @property
+    def delete_horizon_ms(self):
+        return self._base_timestamp if self._attributes & 0x40 else None
+
+    @property
+    def producer_id(self):
+        return self._producer_id
+
+    @property
+    def producer_epoch(self):
+        return self._producer_epoch
+
+    @property
+    def base_sequence(self):
+        return self._base_sequence
+
+    @property
+    def last_sequence(self):
+        """Kafka's sequence arithmetic: wraps from ``Int.MAX`` to 0; -1 without a sequence."""
+        cdef int64_t base = self._base_sequence
+        cdef int64_t delta = self._last_offset_delta
+        if base == -1:
+            return -1
+        if base > _INT32_MAX - delta:
+            return delta - (_INT32_MAX - base) - 1
+        return base + delta
+
+    @property
+    def partition_leader_epoch(self):
+        return self._partition_leader_epoch
+
+    @property
+    def records_count(self):
+        """The header's record count (outside the compressed area)."""
+        return self._records_count
+
+    def count_records(self):
+        """The header's record count. O(1)."""
+        return self._records_count
+
+    def compute_checksum(self):
+        """CRC-32C of bytes ``[21, size)`` (attributes to the end). O(size)."""
+        return self._window.crc_at(self._start, self._length + LOG_OVERHEAD)
+
+    def ensure_valid(self):
+        """Kafka's ``ensureValid``: magic 2, size >= 61 and the stored CRC matches. O(size)."""
+        cdef uint32_t computed
+        if self._magic != MAGIC_V2:
+            raise UnsupportedMagicError(f"record batch has unknown magic {self._magic}", position=16)
+        computed = self._window.crc_at(self._start, self._length + LOG_OVERHEAD)
+        if computed != self._crc:
+            raise CorruptRecordError(
+                f"record batch is corrupt (stored crc = {self._crc}, computed crc = {computed})", position=CRC_OFFSET
+            )
+        if self._records_count < 0:
+            raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
+
+
+cdef inline void _unpack(RecordBatchHeader batch, _Window window, Py_ssize_t start) noexcept:
+    """Fill the header fields from window bytes [start, start + 61), which the caller checked exist."""
+    cdef const uint8_t *p = window.data + start
+    batch._window = window
+    batch._start = start
+    batch._base_offset = <int64_t>load_be64(p)
+    batch._length = <int32_t>load_be32(p + 8)
+    batch._partition_leader_epoch = <int32_t>load_be32(p + 12)
+    batch._magic = <int8_t>p[16]
+    batch._crc = load_be32(p + 17)
+    batch._attributes = <int16_t>load_be16(p + 21)
+    batch._last_offset_delta = <int32_t>load_be32(p + 23)
+    batch._base_timestamp = <int64_t>load_be64(p + 27)
+    batch._max_timestamp = <int64_t>load_be64(p + 35)
+    batch._producer_id = <int64_t>load_be64(p + 43)
+    batch._producer_epoch = <int16_t>load_be16(p + 51)
+    batch._base_sequence = <int32_t>load_be32(p + 53)
+    batch._records_count = <int32_t>load_be32(p + 57)
+
+
+cdef class FileBatch:
+    """A batch found in a file: where it starts, a lazy view of its bytes and the file (None in memory)."""
+
+    cdef readonly Py_ssize_t position
+    cdef readonly object batch
+    cdef readonly object path
+
+    def __init__(self, Py_ssize_t position, batch, path=None):
+        self.position = position
+        self.batch = batch
+        self.path = path
+
+    def iter_records(self, limits=None, *, check_crc=True):
+        """``RecordBatch.iter_records`` with every error naming the file and its position in the file.
+        O(size) time, O(largest record) memory."""
+        if limits is None:
+            records = self.batch.iter_records(check_crc=check_crc)
+        else:
+            records = self.batch.iter_records(limits, check_crc=check_crc)
+        try:
+            yield from records
+        except StorageFormatError as err:
+            raise err.at(self.path, position_base=self.position) from None
+
+    @property
+    def size_in_bytes(self):
+        return self.batch.size_in_bytes
+
+    @property
+    def end_position(self):
+        return self.position + self.batch.size_in_bytes
+
+    def __repr__(self):
+        return f"FileBatch(position={self.position}, batch={self.batch!r}, path={self.path!r})"
+
+
+cdef object _batch_in(_Window window, Py_ssize_t local, Py_ssize_t total, Py_ssize_t position, object path):
+    """The batch object for window bytes [local, local + total) (whole, checked by the caller), chosen by its
+    magic as ``segments.file_records.batch_view`` does; errors located at ``position`` of ``path``."""
+    cdef RecordBatchHeader batch
+    cdef uint8_t magic = window.data[local + 16]
+    if magic == 0 or magic == 1:
+        try:
+            return _legacy_type(memoryview(window.obj)[local : local + total])
+        except CorruptRecordError as err:
+            raise err.at(path, position_base=position) from None
+    if total < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(
+            f"record batch is corrupt (the size {total} is smaller than the minimum allowed overhead "
+            f"{RECORD_BATCH_OVERHEAD})",
+            path=path,
+            position=position,
+        )
+    batch = RecordBatchHeader.__new__(_default_type)
+    _unpack(batch, window, local)
+    return batch
+
+
+cdef class BatchWalk:
+    """Kafka's batch iteration over bytes ``[start, limit)`` (see ``segments.file_records.walk_batches``): an
+    iterator of :class:`FileBatch`. O(bytes) over the whole walk, O(1) Python objects per batch."""
+
+    cdef object _read
+    cdef object _path
+    cdef Py_ssize_t _position
+    cdef Py_ssize_t _limit
+    cdef int64_t _max_batch_size
+    cdef _Window _window
+    cdef Py_ssize_t _window_start
+    cdef Py_ssize_t _window_size
+    cdef bint _done
+
+    def __init__(self, read, Py_ssize_t start, Py_ssize_t limit, *, path=None, max_batch_size=None, buffer=None):
+        """``read(position, size)`` fetches windows; with ``buffer`` the whole walk reads that buffer (positions
+        are offsets in it) and ``read`` is not called."""
+        if _default_type is None:
+            raise RuntimeError("segments._native.batches.register() was not called")
+        self._read = read
+        self._path = path
+        self._position = start
+        self._limit = limit
+        self._max_batch_size = -1 if max_batch_size is None else max_batch_size
+        self._window_size = FIRST_WINDOW_BYTES // 2
+        self._window_start = 0
+        self._done = False
+        if buffer is not None:
+            self._window = _window_of(buffer)
+            self._window_size = -1
+        else:
+            self._window = _window_of(b"")
+            self._window_start = start
+
+    def __iter__(self):
+        return self
+
+    cdef bint _fetch(self, Py_ssize_t at_least) except -1:
+        """Read the next window at the current position (at least ``at_least`` bytes asked); False when the
+        read came back shorter than ``at_least`` (the file ended or shrank)."""
+        cdef Py_ssize_t want
+        if self._window_size < 0:
+            # A whole-buffer walk: everything is already in the window.
+            return False
+        self._window_size = min(self._window_size * 2, <Py_ssize_t>WINDOW_BYTES)
+        want = max(min(self._window_size, self._limit - self._position), at_least)
+        self._window = _window_of(self._read(self._position, want))
+        self._window_start = self._position
+        return self._window.size >= at_least
+
+    def __next__(self):
+        cdef Py_ssize_t position = self._position
+        cdef Py_ssize_t local, total
+        cdef int32_t size
+        cdef object batch
+        if self._done or self._limit - position <= HEADER_SIZE_UP_TO_MAGIC:
+            # Kafka's FileLogInputStream stops unless *more* than 17 bytes remain.
+            self._done = True
+            raise StopIteration
+        local = position - self._window_start
+        if local + HEADER_SIZE_UP_TO_MAGIC > self._window.size:
+            if not self._fetch(HEADER_SIZE_UP_TO_MAGIC):
+                self._done = True
+                raise StopIteration
+            local = 0
+        size = <int32_t>load_be32(self._window.data + local + 8)
+        if size < RECORD_OVERHEAD_V0:
+            self._done = True
+            raise CorruptRecordError(
+                f"found record size {size} smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+                path=self._path,
+                position=position,
+            )
+        if self._max_batch_size >= 0 and size > self._max_batch_size:
+            self._done = True
+            raise RecordTooLargeError(
+                f"found record size {size} larger than the maximum allowed {self._max_batch_size}",
+                path=self._path,
+                position=position,
+            )
+        total = LOG_OVERHEAD + <Py_ssize_t>size
+        if position + total > self._limit:
+            self._done = True
+            raise StopIteration
+        if local + total > self._window.size:
+            if not self._fetch(total):
+                # The file shrank under this reader (a concurrent truncation): the log ends here.
+                self._done = True
+                raise StopIteration
+            local = 0
+        try:
+            batch = _batch_in(self._window, local, total, position, self._path)
+        except BaseException:
+            self._done = True
+            raise
+        self._position = position + total
+        found = FileBatch.__new__(FileBatch)
+        (<FileBatch>found).position = position
+        (<FileBatch>found).batch = batch
+        (<FileBatch>found).path = self._path
+        return found
