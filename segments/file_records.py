@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from segments._native.batches import BatchWalk, FileBatch, register
+from segments._native.batches import BatchWalk, FileBatch, locate_batch, register
 from segments.errors import CorruptRecordError
 from segments.legacy import LegacyRecordBatch
 from segments.records import (
@@ -42,6 +42,7 @@ __all__ = [
     "walk_batches",
 ]
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -190,6 +191,16 @@ class FileRecords:
         :func:`walk_batches` for the rule and errors. O(bytes read)."""
         limit = self._size if end is None else min(end, self._size)
         return walk_batches(self.read, start, limit, path=str(self._path), max_batch_size=max_batch_size)
+
+    def locate_batch(self, start: int, target: int, *, by_timestamp: bool = False) -> tuple[int, int, int] | None:
+        """``(last offset, position, size)`` of the first batch from byte ``start`` whose last offset (with
+        ``by_timestamp``: max timestamp) is >= ``target``, or None past the end. Reads batch headers only (Kafka's
+        ``searchForOffsetWithSize``); the walk's rule and errors, see :func:`walk_batches`. O(batches skipped)."""
+        if start < 0:
+            raise ValueError(f"{self._path}: read at negative position {start}")
+        # Headers hold int64 fields: a target beyond them compares like the nearest bound.
+        target = min(max(target, _INT64_MIN), _INT64_MAX)
+        return locate_batch(self._fd, start, self._size, target, by_timestamp, str(self._path))
 
     def checked_batches(self, start: int = 0, end: int | None = None) -> Iterator[FileBatch]:
         """:meth:`batches` with each batch's CRC (and legacy wrapper) verified: the first failing one raises its

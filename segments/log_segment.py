@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from segments._native.batches import find_record_by_timestamp
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
+from segments.compression import CompressionType
 from segments.errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -30,7 +32,7 @@ from segments.errors import (
     InvalidOffsetError,
     StorageFormatError,
 )
-from segments.file_records import FileBatch, FileRecords, iter_batches
+from segments.file_records import FileBatch, FileRecords, batch_view, iter_batches
 from segments.lazy_index import LazyIndex
 from segments.naming import (
     DELETED_SUFFIX,
@@ -40,7 +42,15 @@ from segments.naming import (
     transaction_index_file,
 )
 from segments.offset_index import OffsetIndex, OffsetPosition
-from segments.records import MAGIC_V2, NO_TIMESTAMP, RecordBatch
+from segments.records import (
+    DEFAULT_DECODE_LIMITS,
+    MAGIC_V2,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    DefaultRecordBatch,
+    RecordBatch,
+    TimestampType,
+)
 from segments.time_index import TimeIndex, TimestampOffset
 from segments.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 from segments.transactions import TransactionTracker
@@ -90,6 +100,41 @@ class RecoveryResult:
 
 
 BatchObserver = Callable[[RecordBatch], None]
+
+
+def first_record_at_or_after(batch: RecordBatch, timestamp: int, starting_offset: int) -> TimestampAndOffset | None:
+    """The first record of ``batch`` (CRC not checked, as Kafka's search does not) with timestamp >= ``timestamp``
+    and offset >= ``starting_offset``. A magic-2 batch is scanned by the compiled record-timestamp loop
+    (:func:`segments._native.batches.find_record_by_timestamp`) over its records region, decompressed first when
+    compressed (bounded by :data:`DEFAULT_DECODE_LIMITS`); legacy messages are decoded. Errors are located in the
+    batch as :meth:`RecordBatch.records` locates them. O(records scanned)."""
+    if not isinstance(batch, DefaultRecordBatch):
+        for record in batch.records():
+            if record.timestamp >= timestamp and record.offset >= starting_offset:
+                return TimestampAndOffset(record.timestamp, record.offset)
+        return None
+    limits = DEFAULT_DECODE_LIMITS
+    compressed = batch.compression is not CompressionType.NONE
+    region = batch.decompressed_records_region(max_size=limits.max_batch_bytes) if compressed else batch.records_region()
+    log_append_time = batch.max_timestamp if batch.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+    try:
+        hit = find_record_by_timestamp(
+            region,
+            batch.records_count,
+            batch.base_offset,
+            batch.base_timestamp,
+            log_append_time,
+            timestamp,
+            starting_offset,
+            limits.max_record_bytes,
+        )
+    except CorruptRecordError as err:
+        if compressed:
+            raise type(err)(
+                f"in decompressed records at offset {err.position}: {err.message}", position=RECORD_BATCH_OVERHEAD
+            ) from None
+        raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
+    return None if hit is None else TimestampAndOffset(*hit)
 
 
 class LogSegment:
@@ -320,11 +365,9 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch whose last offset is ``>= offset``, searching from the offset index's entry. O(log n +
-        bytes scanned); ``None`` when the offset is past this segment."""
-        for found in self.log.batches(max(self._indexed_position(offset), starting_position)):
-            if found.batch.last_offset >= offset:
-                return LogOffsetPosition(found.batch.last_offset, found.position, found.size_in_bytes)
-        return None
+        batches scanned), reading batch headers only; ``None`` when the offset is past this segment."""
+        found = self.log.locate_batch(max(self._indexed_position(offset), starting_position), offset)
+        return None if found is None else LogOffsetPosition(*found)
 
     def read(
         self,
@@ -353,15 +396,26 @@ class LogSegment:
         return self.log.read(fetch.position, fetch.size)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampAndOffset | None:
-        """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset``. O(log n + bytes
-        scanned); decodes only batches whose max timestamp reaches the target."""
+        """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset`` (Kafka's
+        ``findOffsetByTimestamp``). O(log n + batches scanned): batch headers are read until one's max timestamp
+        reaches the target, and only that batch is read, its records scanned for their timestamps and offsets
+        (:func:`first_record_at_or_after`)."""
         starting = self.base_offset if starting_offset is None else starting_offset
         entry = self.time_index.lookup(timestamp)
-        for found in self.log.batches(self._indexed_position(max(entry.offset, starting))):
-            if found.batch.max_timestamp >= timestamp:
-                for record in found.batch.records():
-                    if record.timestamp >= timestamp and record.offset >= starting:
-                        return TimestampAndOffset(record.timestamp, record.offset)
+        position = self._indexed_position(max(entry.offset, starting))
+        while (found := self.log.locate_batch(position, timestamp, by_timestamp=True)) is not None:
+            _, position, size = found
+            data = self.log.read(position, size)
+            if len(data) < size:
+                # The file shrank under this reader (a concurrent truncation): the log ends here.
+                return None
+            try:
+                hit = first_record_at_or_after(batch_view(data), timestamp, starting)
+            except StorageFormatError as err:
+                raise err.at(self.log.path, position_base=position) from None
+            if hit is not None:
+                return hit
+            position += size
         return None
 
     def read_next_offset(self) -> int:

@@ -96,3 +96,17 @@ class BatchWalk(Iterator[FileBatch]):
     ) -> None: ...
     def __iter__(self) -> BatchWalk: ...
     def __next__(self) -> FileBatch: ...
+
+def locate_batch(
+    fd: int, start: int, limit: int, target: int, by_timestamp: bool = False, path: str | None = None
+) -> tuple[int, int, int] | None: ...
+def find_record_by_timestamp(
+    region: Buffer,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    target: int,
+    starting_offset: int,
+    max_record_bytes: int,
+) -> tuple[int, int] | None: ...

@@ -14,10 +14,15 @@ Every read of a byte is bounds-checked against the window it lies in; hostile si
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.errno cimport EINTR, errno
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
+from posix.types cimport off_t
+from posix.unistd cimport pread
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
-from segments._native.wire cimport load_be16, load_be32, load_be64
+from segments._native.wire cimport WIRE_OK, load_be16, load_be32, load_be64, read_varint, read_varlong
+
+import os
 
 from segments.errors import CorruptRecordError, RecordTooLargeError, StorageFormatError, UnsupportedMagicError
 
@@ -38,6 +43,18 @@ cdef enum:
     CRC_RUN_BYTES = 1024 * 1024
 
 cdef int64_t _INT32_MAX = 2147483647
+cdef int64_t _INT64_MAX = 9223372036854775807
+cdef int64_t _INT64_MIN = -_INT64_MAX - 1
+
+
+cdef inline int64_t _sat_add(int64_t a, int64_t b) noexcept nogil:
+    """a + b clamped to int64 (hostile headers must not overflow): compares against an int64 target as the exact
+    sum does."""
+    if b > 0 and a > _INT64_MAX - b:
+        return _INT64_MAX
+    if b < 0 and a < _INT64_MIN - b:
+        return _INT64_MIN
+    return a + b
 
 # The Python classes the walk instantiates (set by segments.file_records at import: records.py and legacy.py
 # import this module, so it cannot import them).
@@ -469,3 +486,178 @@ cdef class BatchWalk:
         (<FileBatch>found).batch = batch
         (<FileBatch>found).path = self._path
         return found
+
+
+cdef enum:
+    LOCATE_FOUND = 0
+    LOCATE_END = 1
+    LOCATE_BAD_SIZE = 2
+    LOCATE_SHORT_V2 = 3
+    LOCATE_IO_ERROR = 4
+
+
+cdef int _pread_full(int fd, uint8_t *buf, Py_ssize_t size, int64_t position, Py_ssize_t *got) noexcept nogil:
+    """Read up to ``size`` bytes at ``position`` (short only at the end of the file); 0 or the errno."""
+    cdef Py_ssize_t n
+    got[0] = 0
+    while got[0] < size:
+        n = pread(fd, buf + got[0], <size_t>(size - got[0]), <off_t>(position + got[0]))
+        if n < 0:
+            if errno == EINTR:
+                continue
+            return errno
+        if n == 0:
+            break
+        got[0] += n
+    return 0
+
+
+def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bint by_timestamp=False, path=None):
+    """Kafka's ``FileRecords.searchForOffsetWithSize`` over the open file ``fd``: ``(last offset, position,
+    size)`` of the first batch from byte ``start`` whose last offset is >= ``target`` (``by_timestamp``: whose max
+    timestamp is >= ``target``, the batch ``searchForTimestamp`` opens), or None. Reads batch
+    headers only (one ``pread`` of at most 61 bytes per batch, GIL released over the whole hop), with the walk's
+    rule and errors (see :class:`BatchWalk`): the end of ``limit`` or of the file ends the search; a size below the
+    minimum overhead, or a magic-2 batch shorter than its header, raises :class:`CorruptRecordError` at its
+    position. O(batches skipped)."""
+    cdef uint8_t header[RECORD_BATCH_OVERHEAD]
+    cdef Py_ssize_t position = start
+    cdef Py_ssize_t got = 0
+    cdef Py_ssize_t total = 0
+    cdef int64_t last = 0
+    cdef int64_t base = 0
+    cdef int32_t delta = 0
+    cdef int64_t key = 0
+    cdef int32_t size = 0
+    cdef int status = LOCATE_END
+    cdef int err = 0
+    with nogil:
+        while limit - position > HEADER_SIZE_UP_TO_MAGIC:
+            err = _pread_full(fd, header, min(<Py_ssize_t>RECORD_BATCH_OVERHEAD, limit - position), position, &got)
+            if err != 0:
+                status = LOCATE_IO_ERROR
+                break
+            if got < HEADER_SIZE_UP_TO_MAGIC:
+                break
+            size = <int32_t>load_be32(header + 8)
+            if size < RECORD_OVERHEAD_V0:
+                status = LOCATE_BAD_SIZE
+                break
+            total = LOG_OVERHEAD + <Py_ssize_t>size
+            if position + total > limit:
+                break
+            if header[16] == 0 or header[16] == 1:
+                # A legacy entry's offset is its last (a compressed wrapper carries its last inner offset); only
+                # magic 1 has a timestamp (after crc, magic and attributes).
+                base = <int64_t>load_be64(header)
+                delta = 0
+                last = base
+                key = <int64_t>load_be64(header + 18) if header[16] == 1 and total >= 34 and got >= 26 else -1
+            elif total < RECORD_BATCH_OVERHEAD:
+                status = LOCATE_SHORT_V2
+                break
+            elif got < RECORD_BATCH_OVERHEAD:
+                # The file shrank under this reader (a concurrent truncation): the log ends here.
+                break
+            else:
+                base = <int64_t>load_be64(header)
+                delta = <int32_t>load_be32(header + 23)
+                last = _sat_add(base, delta)
+                key = <int64_t>load_be64(header + 35)
+            if (key if by_timestamp else last) >= target:
+                status = LOCATE_FOUND
+                break
+            position += total
+    if status == LOCATE_FOUND:
+        # Summed as Python ints: a hostile header's last offset may lie outside int64, as Kafka's long wraps.
+        return <object>base + <object>delta, position, total
+    if status == LOCATE_END:
+        return None
+    if status == LOCATE_BAD_SIZE:
+        raise CorruptRecordError(
+            f"found record size {size} smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+            path=path,
+            position=position,
+        )
+    if status == LOCATE_SHORT_V2:
+        raise CorruptRecordError(
+            f"record batch is corrupt (the size {total} is smaller than the minimum allowed overhead "
+            f"{RECORD_BATCH_OVERHEAD})",
+            path=path,
+            position=position,
+        )
+    raise OSError(err, f"{os.strerror(err)} (read of a batch header at position {position})", path)
+
+
+def find_record_by_timestamp(region, int32_t count, int64_t base_offset, int64_t base_timestamp,
+                             log_append_time, int64_t target, int64_t starting_offset, int64_t max_record_bytes):
+    """``(timestamp, offset)`` of the first record of a magic-2 records region (uncompressed, ``count`` records)
+    whose timestamp is >= ``target`` and offset >= ``starting_offset``, or None: the record loop of Kafka's
+    ``FileRecords.searchForTimestamp``, reading each record's length, timestamp delta and offset delta only (keys,
+    values and headers are skipped by length) and stopping at the answer, as Kafka's lazy iterator does.
+    ``log_append_time`` is the batch's max timestamp for a LogAppendTime batch (every record reports it), else
+    None.
+    Raises :class:`RecordTooLargeError` / :class:`CorruptRecordError` at the record's position in the region for
+    a length above ``max_record_bytes``, a length past the region, or deltas past the record. O(records
+    scanned), no GIL held."""
+    cdef const uint8_t[::1] view = region
+    cdef const uint8_t *data = &view[0] if view.shape[0] else NULL
+    cdef size_t end = view.shape[0]
+    cdef size_t pos = 0
+    cdef size_t start = 0
+    cdef size_t body_end
+    cdef int32_t body = 0
+    cdef int64_t timestamp_delta = 0
+    cdef int32_t offset_delta = 0
+    cdef int64_t timestamp = 0
+    cdef int64_t offset = 0
+    cdef int32_t i
+    cdef int status = 0
+    cdef bint append_time = log_append_time is not None
+    cdef int64_t append_timestamp = log_append_time if append_time else 0
+    # 0 = not found, 1 = found, 2 = bad length varint, 3 = too large, 4 = bad size, 5 = body too short.
+    with nogil:
+        for i in range(max(count, 0)):
+            start = pos
+            if read_varint(data, end, &pos, &body) != WIRE_OK:
+                status = 2
+                break
+            if body > max_record_bytes:
+                status = 3
+                break
+            if body < 0 or <size_t>body > end - pos:
+                status = 4
+                break
+            body_end = pos + <size_t>body
+            if pos >= body_end:
+                status = 5
+                break
+            pos += 1  # attributes: unused
+            if read_varlong(data, body_end, &pos, &timestamp_delta) != WIRE_OK or \
+                    read_varint(data, body_end, &pos, &offset_delta) != WIRE_OK:
+                status = 6
+                break
+            timestamp = append_timestamp if append_time else _sat_add(base_timestamp, timestamp_delta)
+            offset = _sat_add(base_offset, offset_delta)
+            if timestamp >= target and offset >= starting_offset:
+                status = 1
+                break
+            pos = body_end
+    if status == 0:
+        return None
+    if status == 1:
+        if append_time:
+            return log_append_time, <object>base_offset + <object>offset_delta
+        return <object>base_timestamp + <object>timestamp_delta, <object>base_offset + <object>offset_delta
+    if status == 2:
+        raise CorruptRecordError("buffer ends inside a varint", position=start)
+    if status == 3:
+        raise RecordTooLargeError(f"record of {body} bytes exceeds the limit of {max_record_bytes}", position=start)
+    if status == 4:
+        raise CorruptRecordError(
+            f"invalid record size: expected {body} bytes in record payload, but only {end - pos} remain",
+            position=start,
+        )
+    if status == 5:
+        raise CorruptRecordError("record ends before its attributes byte", position=start)
+    raise CorruptRecordError("record ends inside its timestamp or offset delta", position=start)
