@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from segments._native.batches import find_record_by_timestamp
+from segments._native.batches import RecoveryScan, find_record_by_timestamp
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.compression import CompressionType
 from segments.errors import (
@@ -44,7 +44,6 @@ from segments.naming import (
 from segments.offset_index import OffsetIndex, OffsetPosition
 from segments.records import (
     DEFAULT_DECODE_LIMITS,
-    MAGIC_V2,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     DefaultRecordBatch,
@@ -456,48 +455,41 @@ class LogSegment:
         observer: BatchObserver | None = None,
         next_segment_base: int | None = None,
     ) -> RecoveryResult:
-        """Reset all three indexes and rebuild them from the ``.log`` with Kafka's recovery rule, without touching
-        the ``.log``. O(size): a header walk with CRC; only control batches are decoded.
+        """Rebuild all three indexes from the ``.log`` with Kafka's recovery rule, without touching the ``.log``.
+        O(size): a compiled header walk with CRC (:class:`segments._native.batches.RecoveryScan`, GIL released
+        over the CRCs); only control batches are decoded. The rebuilt offset and time indexes are written in one
+        go, sized to their entries (plus the time index's reserved slot), as :meth:`recover` leaves them.
 
         ``transactions`` carries transactions opened in earlier segments (a fresh tracker when ``None``);
-        ``observer`` sees every valid batch (producer state, leader epochs). The scan ends at a partial tail or at
-        the first invalid batch, returned as ``error``: a bad CRC or framing (:class:`CorruptRecordError`), or
-        offsets that do not continue the segment (:class:`InvalidOffsetError`): not above the previous batch's,
-        below the base offset, at or past ``next_segment_base``, or beyond the 32-bit relative range
-        (:class:`IndexOffsetOverflowError`). The batch CRC does not cover the base offset, so a damaged one is
-        only visible this way; Kafka's recovery would instead fail on the next index append and empty the whole
-        segment, or ask for a split on an overflow.
+        ``observer`` sees, in order, every valid magic-2 batch that can change producer state or the leader-epoch
+        cache (a batch with a producer id, the first batch of each leader-epoch run) and the latest other batch
+        before each of those and at the end (whose producer-state effect, the map end offset, is what the other
+        batches would leave). The scan ends at a partial tail or at the first invalid batch, returned as
+        ``error``: a bad CRC or framing (:class:`CorruptRecordError`), or offsets that do not continue the
+        segment (:class:`InvalidOffsetError`): not above the previous batch's, below the base offset, at or past
+        ``next_segment_base``, or beyond the 32-bit relative range (:class:`IndexOffsetOverflowError`). The batch
+        CRC does not cover the base offset, so a damaged one is only visible this way; Kafka's recovery would
+        instead fail on the next index append and empty the whole segment, or ask for a split on an overflow.
         """
         tracker = TransactionTracker() if transactions is None else transactions
-        self.offset_index.reset()
-        self.time_index.reset()
+        offset_index, time_index = self.offset_index, self.time_index
         self.txn_index.reset()
-        valid_bytes = 0
-        last_index_entry = 0
-        count = 0
-        # The hot loop of recovery and reindex: attribute lookups are hoisted and the running max is kept in
-        # two locals rather than a tuple per batch.
-        max_timestamp, max_offset = _UNKNOWN
-        interval = self.index_interval_bytes
-        offset_index_append = self.offset_index.append
-        time_index_append = self.time_index.maybe_append
+        scan = RecoveryScan(
+            self.log.read,
+            self.size,
+            self.base_offset,
+            next_segment_base,
+            self.index_interval_bytes,
+            offset_index.max_index_size // offset_index.entry_size,
+            time_index.max_index_size // time_index.entry_size,
+            self.check_continues,
+            path=str(self.log.path),
+        )
         error: StorageFormatError | None = None
-        next_offset = self.base_offset
         try:
-            for found in self.log.checked_batches():
-                batch = found.batch
-                last_offset = batch.last_offset
-                # A legacy wrapper's base offset needs decompression; its last offset carries the same check.
-                first_offset = batch.base_offset if batch.magic >= MAGIC_V2 else last_offset
-                self.check_continues(first_offset, last_offset, next_offset, next_segment_base, found.position)
-                next_offset = last_offset + 1
-                if batch.max_timestamp > max_timestamp:
-                    max_timestamp, max_offset = batch.max_timestamp, last_offset
-                if valid_bytes - last_index_entry > interval:
-                    offset_index_append(last_offset, valid_bytes)
-                    time_index_append(max_timestamp, max_offset)
-                    last_index_entry = valid_bytes
-                if batch.magic >= MAGIC_V2:
+            try:
+                for found in scan:
+                    batch = found.batch
                     try:
                         completed = tracker.on_batch(batch)
                     except CorruptRecordError as err:
@@ -513,13 +505,25 @@ class LogSegment:
                         )
                     if observer is not None:
                         observer(batch)
-                valid_bytes += batch.size_in_bytes
-                count += 1
+            finally:
+                rejected = scan.rejected_entry
+                # A refused entry is replayed on indexes of their full size, so the index raises its own error.
+                offset_index.load_entries(
+                    scan.offset_entries, offset_index.max_index_size if rejected else len(scan.offset_entries)
+                )
+                time_index.load_entries(
+                    scan.time_entries,
+                    time_index.max_index_size if rejected else len(scan.time_entries) + time_index.entry_size,
+                )
+            if rejected is not None:
+                offset, position, timestamp, timestamp_offset = rejected
+                offset_index.append(offset, position)
+                time_index.maybe_append(timestamp, timestamp_offset)
         except (CorruptRecordError, InvalidOffsetError) as err:
-            error = err if err.path is not None else err.at(self.log.path, position_base=valid_bytes)
-        self._max_timestamp_and_offset = TimestampOffset(max_timestamp, max_offset)
-        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
-        return RecoveryResult(valid_bytes, self.size - valid_bytes, count, error)
+            error = err if err.path is not None else err.at(self.log.path, position_base=scan.valid_bytes)
+        self._max_timestamp_and_offset = TimestampOffset(scan.max_timestamp, scan.offset_of_max_timestamp)
+        self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry
+        return RecoveryResult(scan.valid_bytes, self.size - scan.valid_bytes, scan.batches, error)
 
     def check_continues(
         self, first_offset: int, last_offset: int, next_offset: int, next_segment_base: int | None, position: int

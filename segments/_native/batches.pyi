@@ -110,3 +110,31 @@ def find_record_by_timestamp(
     starting_offset: int,
     max_record_bytes: int,
 ) -> tuple[int, int] | None: ...
+
+class RecoveryScan(Iterator[FileBatch]):
+    batches: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    last_index_entry: int
+    rejected_entry: tuple[int, int, int, int] | None
+    def __init__(
+        self,
+        read: Callable[[int, int], bytes | memoryview],
+        limit: int,
+        base_offset: int,
+        next_segment_base: int | None,
+        index_interval_bytes: int,
+        offset_index_capacity: int,
+        time_index_capacity: int,
+        check_continues: Callable[[int, int, int, int | None, int], None],
+        *,
+        path: str | None = None,
+    ) -> None: ...
+    @property
+    def valid_bytes(self) -> int: ...
+    @property
+    def offset_entries(self) -> bytes: ...
+    @property
+    def time_entries(self) -> bytes: ...
+    def __iter__(self) -> RecoveryScan: ...
+    def __next__(self) -> FileBatch: ...

@@ -13,18 +13,34 @@ Every read of a byte is bounds-checked against the window it lies in; hostile si
 ``segments.errors`` with file positions.
 """
 
+from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.errno cimport EINTR, errno
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from posix.types cimport off_t
 from posix.unistd cimport pread
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
-from segments._native.wire cimport WIRE_OK, load_be16, load_be32, load_be64, read_varint, read_varlong
+from segments._native.wire cimport (
+    WIRE_OK,
+    load_be16,
+    load_be32,
+    load_be64,
+    read_varint,
+    read_varlong,
+    store_be32,
+    store_be64,
+)
 
 import os
 
-from segments.errors import CorruptRecordError, RecordTooLargeError, StorageFormatError, UnsupportedMagicError
+from segments.errors import (
+    CorruptRecordError,
+    InvalidOffsetError,
+    RecordTooLargeError,
+    StorageFormatError,
+    UnsupportedMagicError,
+)
 
 logmgr_crc32c_init()
 
@@ -435,20 +451,22 @@ cdef class BatchWalk:
         self._window_start = self._position
         return self._window.size >= at_least
 
-    def __next__(self):
+    cdef bint _advance(self, Py_ssize_t *local_out, Py_ssize_t *total_out) except -1:
+        """Locate the batch at the current position in the window (fetching as needed), with Kafka's file rule:
+        False at the end (17 bytes or fewer left, a partial batch, a file that shrank), the size errors raised.
+        The position is not moved."""
         cdef Py_ssize_t position = self._position
         cdef Py_ssize_t local, total
         cdef int32_t size
-        cdef object batch
         if self._done or self._limit - position <= HEADER_SIZE_UP_TO_MAGIC:
             # Kafka's FileLogInputStream stops unless *more* than 17 bytes remain.
             self._done = True
-            raise StopIteration
+            return False
         local = position - self._window_start
         if local + HEADER_SIZE_UP_TO_MAGIC > self._window.size:
             if not self._fetch(HEADER_SIZE_UP_TO_MAGIC):
                 self._done = True
-                raise StopIteration
+                return False
             local = 0
         size = <int32_t>load_be32(self._window.data + local + 8)
         if size < RECORD_OVERHEAD_V0:
@@ -468,24 +486,38 @@ cdef class BatchWalk:
         total = LOG_OVERHEAD + <Py_ssize_t>size
         if position + total > self._limit:
             self._done = True
-            raise StopIteration
+            return False
         if local + total > self._window.size:
             if not self._fetch(total):
                 # The file shrank under this reader (a concurrent truncation): the log ends here.
                 self._done = True
-                raise StopIteration
+                return False
             local = 0
+        local_out[0] = local
+        total_out[0] = total
+        return True
+
+    def __next__(self):
+        cdef Py_ssize_t position = self._position
+        cdef Py_ssize_t local = 0, total = 0
+        cdef object batch
+        if not self._advance(&local, &total):
+            raise StopIteration
         try:
             batch = _batch_in(self._window, local, total, position, self._path)
         except BaseException:
             self._done = True
             raise
         self._position = position + total
-        found = FileBatch.__new__(FileBatch)
-        (<FileBatch>found).position = position
-        (<FileBatch>found).batch = batch
-        (<FileBatch>found).path = self._path
-        return found
+        return _file_batch(position, batch, self._path)
+
+
+cdef inline FileBatch _file_batch(Py_ssize_t position, object batch, object path):
+    cdef FileBatch found = FileBatch.__new__(FileBatch)
+    found.position = position
+    found.batch = batch
+    found.path = path
+    return found
 
 
 cdef enum:
@@ -661,3 +693,288 @@ def find_record_by_timestamp(region, int32_t count, int64_t base_offset, int64_t
     if status == 5:
         raise CorruptRecordError("record ends before its attributes byte", position=start)
     raise CorruptRecordError("record ends inside its timestamp or offset delta", position=start)
+
+
+cdef int64_t _MAX_RELATIVE_OFFSET = 2147483647
+
+
+cdef class _Entries:
+    """A growing buffer of big-endian index entries (the bytes an index file holds)."""
+
+    cdef bytearray data
+    cdef Py_ssize_t used
+
+    def __cinit__(self):
+        self.data = bytearray(4096)
+        self.used = 0
+
+    cdef uint8_t *reserve(self, Py_ssize_t n) except NULL:
+        cdef Py_ssize_t size = len(self.data)
+        if self.used + n > size:
+            self.data.extend(bytes(max(size, n)))
+        return <uint8_t *>PyByteArray_AS_STRING(self.data) + self.used
+
+    cdef bytes take(self):
+        return bytes(memoryview(self.data)[: self.used])
+
+
+cdef class RecoveryScan(BatchWalk):
+    """Kafka's ``LogSegment.recover`` loop over a segment's ``.log`` (header walk, CRC, offset continuity, index
+    entries by the ``index.interval.bytes`` rule, max timestamp), compiled: no Python object per batch, CRCs
+    computed per run of batches with the GIL released.
+
+    Iterating it yields only the magic-2 batches whose bookkeeping needs Python (producer state, transactions,
+    leader epochs): a batch with a producer id, the first batch of each leader-epoch run, and the latest other
+    batch before each of those and before the end (its producer-state effect, the map end offset, is what the
+    skipped ones would have left). A yielded batch with a producer id counts as valid only when the next item is
+    asked, so an error raised while handling it leaves :attr:`valid_bytes` at its start, as in Kafka's loop.
+
+    The scan ends at the end of the file, a partial batch, or the first invalid batch, whose error is raised
+    (``CorruptRecordError``, or ``InvalidOffsetError`` from ``check_continues``); an index entry the index would
+    refuse ends it with :attr:`rejected_entry` set instead (the caller replays that append to raise the index's
+    own error). Afterwards :attr:`offset_entries` / :attr:`time_entries` hold the index files' bytes. O(bytes).
+    """
+
+    cdef int64_t _base_offset
+    cdef bint _has_next_base
+    cdef int64_t _next_base
+    cdef int64_t _interval
+    cdef object _check_continues
+    cdef int64_t _offset_capacity
+    cdef int64_t _time_capacity
+    cdef int64_t _next_offset
+    cdef readonly Py_ssize_t batches
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t offset_of_max_timestamp
+    cdef readonly Py_ssize_t last_index_entry
+    cdef readonly object rejected_entry
+    cdef _Entries _offsets
+    cdef _Entries _times
+    cdef Py_ssize_t _offset_count
+    cdef Py_ssize_t _time_count
+    cdef int64_t _last_index_offset
+    cdef int64_t _last_time_timestamp
+    cdef int64_t _last_time_offset
+    cdef bint _pending
+    cdef Py_ssize_t _pending_total
+    cdef bint _have_epoch
+    cdef int32_t _epoch
+    cdef bint _quiet
+    cdef _Window _quiet_window
+    cdef Py_ssize_t _quiet_local
+    cdef Py_ssize_t _quiet_position
+    cdef object _held
+    cdef bint _finished
+
+    def __init__(self, read, Py_ssize_t limit, int64_t base_offset, next_segment_base, int64_t index_interval_bytes,
+                 int64_t offset_index_capacity, int64_t time_index_capacity, check_continues, *, path=None):
+        """``read(position, size)`` fetches the ``.log`` bytes ``[0, limit)``; ``*_capacity`` are the indexes' slot
+        counts at their maximum size; ``check_continues(first, last, next_offset, next_segment_base, position)``
+        raises for offsets that do not continue the segment."""
+        BatchWalk.__init__(self, read, 0, limit, path=path)
+        self._base_offset = base_offset
+        self._has_next_base = next_segment_base is not None
+        self._next_base = next_segment_base if self._has_next_base else 0
+        self._interval = index_interval_bytes
+        self._offset_capacity = offset_index_capacity
+        self._time_capacity = time_index_capacity
+        self._check_continues = check_continues
+        self._next_offset = base_offset
+        self.batches = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.last_index_entry = 0
+        self.rejected_entry = None
+        self._offsets = _Entries()
+        self._times = _Entries()
+        self._last_index_offset = 0
+        self._last_time_timestamp = -1
+        self._last_time_offset = base_offset
+        self._held = None
+
+    @property
+    def valid_bytes(self):
+        """Bytes of the batches accepted so far (the start of the batch being handled). O(1)."""
+        return self._position
+
+    @property
+    def offset_entries(self):
+        """The ``.index`` bytes of the entries found. O(entries)."""
+        return self._offsets.take()
+
+    @property
+    def time_entries(self):
+        """The ``.timeindex`` bytes of the entries found. O(entries)."""
+        return self._times.take()
+
+    def __next__(self):
+        cdef object item
+        if self._held is not None:
+            item, self._held = self._held, None
+            if isinstance(item, BaseException):
+                raise item
+            return item
+        if self._pending:
+            self._position += self._pending_total
+            self.batches += 1
+            self._pending = False
+        if self._finished:
+            raise StopIteration
+        try:
+            return self._scan()
+        except (CorruptRecordError, InvalidOffsetError) as err:
+            return self._end(err)
+
+    cdef object _end(self, object error):
+        """Finish: show the latest quiet batch first (if any), then raise ``error`` or stop."""
+        cdef object quiet
+        self._finished = True
+        self._done = True
+        if self._quiet:
+            self._quiet = False
+            quiet = _file_batch(self._quiet_position, _view_in(self._quiet_window, self._quiet_local), self._path)
+            self._held = error
+            return quiet
+        if error is not None:
+            raise error
+        raise StopIteration
+
+    cdef object _scan(self):
+        """Accept batches until one needs Python (returned) or the scan ends (``_end``)."""
+        cdef Py_ssize_t position, local = 0, total = 0
+        cdef const uint8_t *p
+        cdef uint8_t magic
+        cdef int64_t first, last, timestamp, producer_id, base, relative
+        cdef int32_t delta, epoch, count
+        cdef uint32_t stored, computed
+        cdef bint event
+        cdef object legacy, found, quiet
+        while True:
+            position = self._position
+            if not self._advance(&local, &total):
+                return self._end(None)
+            p = self._window.data + local
+            magic = p[16]
+            if magic == 0 or magic == 1:
+                try:
+                    legacy = _legacy_type(memoryview(self._window.obj)[local : local + total])
+                    legacy.ensure_valid()
+                except CorruptRecordError as err:
+                    raise err.at(self._path, position_base=position) from None
+                last = legacy.last_offset
+                # A legacy wrapper's base offset needs decompression; its last offset carries the same check.
+                first = last
+                timestamp = legacy.max_timestamp
+            else:
+                if total < RECORD_BATCH_OVERHEAD:
+                    raise CorruptRecordError(
+                        f"record batch is corrupt (the size {total} is smaller than the minimum allowed overhead "
+                        f"{RECORD_BATCH_OVERHEAD})",
+                        path=self._path,
+                        position=position,
+                    )
+                if magic != MAGIC_V2:
+                    raise UnsupportedMagicError(
+                        f"record batch has unknown magic {<int8_t>magic}", path=self._path, position=position + 16
+                    )
+                stored = load_be32(p + CRC_OFFSET)
+                computed = self._window.crc_at(local, total)
+                if computed != stored:
+                    raise CorruptRecordError(
+                        f"record batch is corrupt (stored crc = {stored}, computed crc = {computed})",
+                        path=self._path,
+                        position=position + CRC_OFFSET,
+                    )
+                count = <int32_t>load_be32(p + 57)
+                if count < 0:
+                    raise CorruptRecordError(f"found invalid record count {count}", path=self._path, position=position + 57)
+                base = <int64_t>load_be64(p)
+                delta = <int32_t>load_be32(p + 23)
+                first = base
+                last = _sat_add(base, delta)
+                timestamp = <int64_t>load_be64(p + 35)
+            if (_sat_add(last, -self._base_offset) > _MAX_RELATIVE_OFFSET or first < self._next_offset
+                    or (self._has_next_base and last >= self._next_base)):
+                # check_continues raises (its message is the one implementation of the rule); the sum is exact
+                # in Python should a hostile header overflow int64.
+                self._check_continues(
+                    first, (<object>first + <object>delta) if magic >= MAGIC_V2 else last, self._next_offset,
+                    self._next_base if self._has_next_base else None, position,
+                )
+            self._next_offset = _sat_add(last, 1)
+            if timestamp > self.max_timestamp:
+                self.max_timestamp = timestamp
+                self.offset_of_max_timestamp = last
+            if position - self.last_index_entry > self._interval:
+                if not self._index_entry(last, position):
+                    self.rejected_entry = (last, position, self.max_timestamp, self.offset_of_max_timestamp)
+                    return self._end(None)
+                self.last_index_entry = position
+            if magic < MAGIC_V2:
+                self._position = position + total
+                self.batches += 1
+                continue
+            producer_id = <int64_t>load_be64(p + 43)
+            epoch = <int32_t>load_be32(p + 12)
+            event = producer_id != -1 or not self._have_epoch or epoch != self._epoch
+            self._have_epoch = True
+            self._epoch = epoch
+            if not event:
+                self._quiet = True
+                self._quiet_window = self._window
+                self._quiet_local = local
+                self._quiet_position = position
+                self._position = position + total
+                self.batches += 1
+                continue
+            found = _file_batch(position, _view_in(self._window, local), self._path)
+            self._pending = True
+            self._pending_total = total
+            if self._quiet:
+                self._quiet = False
+                quiet = _file_batch(self._quiet_position, _view_in(self._quiet_window, self._quiet_local), self._path)
+                self._held = found
+                return quiet
+            return found
+
+    cdef bint _index_entry(self, int64_t offset, Py_ssize_t position) except -1:
+        """Append ``(offset, position)`` to the offset index and the running max to the time index with the
+        indexes' rules; False (nothing appended) when either would refuse it."""
+        cdef int64_t relative = _sat_add(offset, -self._base_offset)
+        cdef int64_t timestamp = self.max_timestamp
+        cdef int64_t time_offset = self.offset_of_max_timestamp
+        cdef int64_t time_relative = _sat_add(time_offset, -self._base_offset)
+        cdef uint8_t *out
+        if (self._offset_count >= self._offset_capacity
+                or (self._offset_count > 0 and offset <= self._last_index_offset)
+                or relative < 0 or relative > _MAX_RELATIVE_OFFSET
+                or position > _INT32_MAX):
+            return False
+        # TimeIndex.maybe_append: the last slot is reserved; order checks before the equal-timestamp skip.
+        if (self._time_count >= self._time_capacity - 1
+                or (self._time_count > 0
+                    and (time_offset < self._last_time_offset or timestamp < self._last_time_timestamp))
+                or (timestamp > self._last_time_timestamp and (time_relative < 0 or time_relative > _MAX_RELATIVE_OFFSET))):
+            return False
+        out = self._offsets.reserve(8)
+        store_be32(out, <uint32_t>relative)
+        store_be32(out + 4, <uint32_t>position)
+        self._offsets.used += 8
+        self._offset_count += 1
+        self._last_index_offset = offset
+        if timestamp > self._last_time_timestamp:
+            out = self._times.reserve(12)
+            store_be64(out, <uint64_t>timestamp)
+            store_be32(out + 8, <uint32_t>time_relative)
+            self._times.used += 12
+            self._time_count += 1
+            self._last_time_timestamp = timestamp
+            self._last_time_offset = time_offset
+        return True
+
+
+cdef object _view_in(_Window window, Py_ssize_t local):
+    """The magic-2 batch object over a whole batch of the window at ``local`` (validated by the caller)."""
+    cdef RecordBatchHeader batch = RecordBatchHeader.__new__(_default_type)
+    _unpack(batch, window, local)
+    return batch
