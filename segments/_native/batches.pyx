@@ -222,11 +222,12 @@ cdef class RecordBatchHeader:
 
     @property
     def last_offset(self):
-        return self._base_offset + self._last_offset_delta
+        # Summed as Python ints: a hostile header must not wrap around int64.
+        return <object>self._base_offset + self._last_offset_delta
 
     @property
     def next_offset(self):
-        return self._base_offset + self._last_offset_delta + 1
+        return <object>self._base_offset + self._last_offset_delta + 1
 
     @property
     def size_in_bytes(self):

@@ -1,8 +1,8 @@
 """Coverage-guided soak of every parser of the format layer and of the configuration, with atheris (libFuzzer).
 
 The parsers and their allowed errors are those of ``tests/faults/test_hostile_input.py``: :func:`dispatch` lets
-the first input byte pick the target (record batches, legacy messages, record regions, ``.log`` walks, the four
-codecs, the three indexes, every checkpoint and metadata file, producer snapshots, partition dir and file names,
+the first input byte pick the target (record batches, legacy messages, record regions, ``.log`` walks, the compiled
+header-only searches, segment recovery and record-timestamp search, the four codecs, the three indexes, every checkpoint and metadata file, producer snapshots, partition dir and file names,
 ``server.properties`` and topic config files). Anything but a documented typed error, a hang past ``-timeout``
 seconds or memory past ``-rss_limit_mb`` is a crash; libFuzzer writes the input to ``crash-<sha1>`` in the current
 directory. Not collected by pytest (the file name does not start with ``test_``); atheris is not a dependency of
