@@ -122,16 +122,22 @@ cdef class _Window:
         return self.run_crc[0]
 
     cdef void _compute_run(self, Py_ssize_t start, Py_ssize_t total):
+        # Computed into locals without the GIL and published with it held: another thread checking a batch of the
+        # same window meanwhile sees no run (and computes its own), never a half-written one.
         cdef const uint8_t *data = self.data
         cdef Py_ssize_t size = self.size
         cdef Py_ssize_t pos = start
         cdef Py_ssize_t run_bytes = 0
         cdef int n = 0
+        cdef int i
         cdef int32_t length
+        cdef Py_ssize_t run_pos[CRC_RUN_BATCHES]
+        cdef uint32_t run_crc[CRC_RUN_BATCHES]
+        self.run_count = 0
         with nogil:
             # The asked batch first (validated by its caller), then the whole magic-2 batches following it.
-            self.run_pos[0] = start
-            self.run_crc[0] = logmgr_crc32c(0, data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+            run_pos[0] = start
+            run_crc[0] = logmgr_crc32c(0, data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
             n = 1
             run_bytes = total
             pos = start + total
@@ -142,11 +148,14 @@ cdef class _Window:
                 if data[pos + 16] != MAGIC_V2:
                     break
                 total = LOG_OVERHEAD + length
-                self.run_pos[n] = pos
-                self.run_crc[n] = logmgr_crc32c(0, data + pos + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+                run_pos[n] = pos
+                run_crc[n] = logmgr_crc32c(0, data + pos + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
                 n += 1
                 run_bytes += total
                 pos += total
+        for i in range(n):
+            self.run_pos[i] = run_pos[i]
+            self.run_crc[i] = run_crc[i]
         self.run_count = n
 
 
