@@ -24,7 +24,6 @@ from pathlib import Path
 
 from segments._native.batches import RecoveryScan, find_record_by_timestamp
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
-from segments.compression import CompressionType
 from segments.errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -43,12 +42,13 @@ from segments.naming import (
 )
 from segments.offset_index import OffsetIndex, OffsetPosition
 from segments.records import (
+    COMPRESSION_CODEC_MASK,
     DEFAULT_DECODE_LIMITS,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
     DefaultRecordBatch,
     RecordBatch,
-    TimestampType,
 )
 from segments.time_index import TimeIndex, TimestampOffset
 from segments.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
@@ -113,9 +113,11 @@ def first_record_at_or_after(batch: RecordBatch, timestamp: int, starting_offset
                 return TimestampAndOffset(record.timestamp, record.offset)
         return None
     limits = DEFAULT_DECODE_LIMITS
-    compressed = batch.compression is not CompressionType.NONE
+    # Attribute bits rather than the enum properties: this runs once per timestamp lookup.
+    attributes = batch.attributes
+    compressed = attributes & COMPRESSION_CODEC_MASK != 0
     region = batch.decompressed_records_region(max_size=limits.max_batch_bytes) if compressed else batch.records_region()
-    log_append_time = batch.max_timestamp if batch.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+    log_append_time = batch.max_timestamp if attributes & TIMESTAMP_TYPE_MASK else None
     try:
         hit = find_record_by_timestamp(
             region,
@@ -382,13 +384,15 @@ class LogSegment:
         O(log n + bytes scanned)."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for a read from {self.log.path}")
-        start = self.translate_offset(start_offset)
+        # translate_offset without its result object: this is every fetch's path.
+        start = self.log.locate_batch(self._indexed_position(start_offset), start_offset)
         if start is None:
             return None
-        adjusted = max(max_size, start.size) if min_one_message else max_size
+        last_offset, position, batch_size = start
+        adjusted = max(max_size, batch_size) if min_one_message else max_size
         limit = self.size if max_position is None else max_position
-        size = max(0, min(limit - start.position, adjusted))
-        return FetchSlice(start.offset, self.base_offset, start.position, size, adjusted < start.size)
+        size = max(0, min(limit - position, adjusted))
+        return FetchSlice(last_offset, self.base_offset, position, size, adjusted < batch_size)
 
     def read_bytes(self, fetch: FetchSlice) -> bytes:
         """The bytes of a :meth:`read` result. O(size)."""
@@ -428,13 +432,14 @@ class LogSegment:
         """Where a scan for ``offset`` starts: the position of the offset index's entry for it. Kafka's index sanity
         check reads offsets only, so a damaged entry can hold a negative position: CorruptIndexError naming the
         index file and entry, rather than a read at a negative position. O(log n)."""
-        mapping = self.offset_index.lookup(offset)
-        if mapping.position < 0:
+        position = self.offset_index.lookup_position(offset)
+        if position < 0:
+            mapping = self.offset_index.lookup(offset)
             raise CorruptIndexError(
                 f"entry for offset {mapping.offset} has a negative position {mapping.position}",
                 path=self.offset_index_path,
             )
-        return mapping.position
+        return position
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` from this segment's
