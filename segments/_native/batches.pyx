@@ -21,6 +21,11 @@ from posix.types cimport off_t
 from posix.unistd cimport pread
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
+
+
+cdef extern from "crc32c_batches.h" nogil:
+    void logmgr_crc32c_many(const uint8_t *const *data, const size_t *length, uint32_t *out, int n)
+
 from segments._native.wire cimport (
     WIRE_OK,
     load_be16,
@@ -133,11 +138,14 @@ cdef class _Window:
         cdef int32_t length
         cdef Py_ssize_t run_pos[CRC_RUN_BATCHES]
         cdef uint32_t run_crc[CRC_RUN_BATCHES]
+        cdef const uint8_t *run_data[CRC_RUN_BATCHES]
+        cdef size_t run_length[CRC_RUN_BATCHES]
         self.run_count = 0
         with nogil:
             # The asked batch first (validated by its caller), then the whole magic-2 batches following it.
             run_pos[0] = start
-            run_crc[0] = logmgr_crc32c(0, data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+            run_data[0] = data + start + ATTRIBUTES_OFFSET
+            run_length[0] = <size_t>(total - ATTRIBUTES_OFFSET)
             n = 1
             run_bytes = total
             pos = start + total
@@ -147,12 +155,13 @@ cdef class _Window:
                     break
                 if data[pos + 16] != MAGIC_V2:
                     break
-                total = LOG_OVERHEAD + length
                 run_pos[n] = pos
-                run_crc[n] = logmgr_crc32c(0, data + pos + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+                run_data[n] = data + pos + ATTRIBUTES_OFFSET
+                run_length[n] = <size_t>(LOG_OVERHEAD + length - ATTRIBUTES_OFFSET)
                 n += 1
-                run_bytes += total
-                pos += total
+                run_bytes += LOG_OVERHEAD + length
+                pos += LOG_OVERHEAD + length
+            logmgr_crc32c_many(run_data, run_length, run_crc, n)
         for i in range(n):
             self.run_pos[i] = run_pos[i]
             self.run_crc[i] = run_crc[i]
@@ -855,7 +864,7 @@ cdef class RecoveryScan(BatchWalk):
         cdef const uint8_t *p
         cdef uint8_t magic
         cdef int64_t first, last, timestamp, producer_id, base, relative
-        cdef int32_t delta, epoch, count
+        cdef int32_t delta = 0, epoch, count
         cdef uint32_t stored, computed
         cdef bint event
         cdef object legacy, found, quiet
