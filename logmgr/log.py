@@ -802,9 +802,8 @@ class Log:
             raise OffsetOutOfRangeError(
                 f"{self.topic_partition}: offset {start_offset} is outside [{self._log_start_offset}, {log_end}]"
             )
-        empty = FetchDataInfo(start_offset, b"", -1, -1, () if isolation is Isolation.READ_COMMITTED else None)
         if start_offset >= bound:
-            return empty
+            return self._empty_fetch(start_offset, isolation)
         segment = self.segments.floor_segment(start_offset)
         while segment is not None:
             with self.readers.hold(segment):
@@ -832,7 +831,12 @@ class Log:
                         DecodeLimits.for_max_message_bytes(self.config.max_message_bytes),
                     )
             segment = self.segments.higher_segment(segment.base_offset)
-        return empty
+        return self._empty_fetch(start_offset, isolation)
+
+    @staticmethod
+    def _empty_fetch(start_offset: int, isolation: Isolation) -> FetchDataInfo:
+        # Built only when returned: a frozen dataclass costs more than the rest of a read's bookkeeping.
+        return FetchDataInfo(start_offset, b"", -1, -1, () if isolation is Isolation.READ_COMMITTED else None)
 
     def _position_of(self, segment: LogSegment, bound: int, end: tuple[int, int, int]) -> int:
         """Byte position in ``segment`` where batches at or beyond ``bound`` begin, given the published ``end``

@@ -16,11 +16,12 @@ import io
 import mmap
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Generic, Self, TypeVar
+from typing import ClassVar, Generic, NamedTuple, Self, TypeVar
 
+from segments._native import index as _native_index
 from segments.errors import CorruptIndexError, IndexOffsetOverflowError
 from segments.file_records import allocate, located_error, open_no_follow
 
@@ -35,7 +36,22 @@ MAX_RELATIVE_OFFSET = 2**31 - 1
 UNTRIMMED_INDEX = "untrimmed index"
 """Start of the finding :meth:`AbstractIndex.check` reports for a preallocated, zero-filled tail."""
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
 EntryT = TypeVar("EntryT")
+
+
+class IndexField(NamedTuple):
+    """Where a searched field lies in an entry: byte ``offset``, ``kind`` (``FIELD_INT32`` / ``FIELD_INT64`` of
+    :mod:`segments._native.index`) and whether the stored value is relative to the base offset."""
+
+    offset: int
+    kind: int
+    relative: bool
+
+
+INT32_FIELD = _native_index.FIELD_INT32
+INT64_FIELD = _native_index.FIELD_INT64
 
 
 class AbstractIndex(ABC, Generic[EntryT]):
@@ -54,6 +70,8 @@ class AbstractIndex(ABC, Generic[EntryT]):
 
     entry_size: ClassVar[int]
     _WARM_ENTRIES: ClassVar[int]
+    _OFFSET_FIELD: ClassVar[IndexField]
+    """The entry's offset (truncation searches it)."""
 
     def __init__(
         self,
@@ -186,42 +204,34 @@ class AbstractIndex(ABC, Generic[EntryT]):
 
     # -- search ---------------------------------------------------------------------------------------------
 
-    def _largest_lower_bound_slot(self, target: int, field: Callable[[int], int]) -> int:
+    def _largest_lower_bound_slot(self, target: int, field: IndexField) -> int:
         """Slot of the largest entry whose ``field`` is <= target, or -1. O(log n)."""
-        return self._slot_for(target, field, largest_lower_bound=True)
+        return self._search(target, field, largest_lower_bound=True)
 
-    def _smallest_upper_bound_slot(self, target: int, field: Callable[[int], int]) -> int:
-        """Slot of an entry whose ``field`` is >= target, or -1, with Kafka's result (see ``_binary_search``).
-        O(log n)."""
-        return self._slot_for(target, field, largest_lower_bound=False)
+    def _smallest_upper_bound_slot(self, target: int, field: IndexField) -> int:
+        """Slot of an entry whose ``field`` is >= target, or -1, with Kafka's result: when slot 0 itself matches
+        exactly in the cold section the next slot is answered (Kafka's loop never probes ``lo``; fetch upper
+        bounds depend on it). O(log n)."""
+        return self._search(target, field, largest_lower_bound=False)
 
-    def _slot_for(self, target: int, field: Callable[[int], int], *, largest_lower_bound: bool) -> int:
+    def _search(self, target: int, field: IndexField, *, largest_lower_bound: bool) -> int:
+        """Kafka's warm/cold binary search, compiled (:func:`segments._native.index.search`) over the map. O(log
+        n)."""
         if self._entries == 0:
             return -1
-        first_warm = max(0, self._entries - 1 - self._WARM_ENTRIES)
-        if field(first_warm) < target:
-            return self._binary_search(target, field, largest_lower_bound, first_warm, self._entries - 1)
-        if field(0) > target:
-            return -1 if largest_lower_bound else 0
-        return self._binary_search(target, field, largest_lower_bound, 0, first_warm)
-
-    def _binary_search(
-        self, target: int, field: Callable[[int], int], largest_lower_bound: bool, lo: int, hi: int
-    ) -> int:
-        # Kafka's loop never probes slot ``lo`` itself, so an exact match sitting only in the cold section's slot 0
-        # makes the upper-bound search answer the next slot; kept because fetch upper bounds depend on it.
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            found = field(mid)
-            if found > target:
-                hi = mid - 1
-            elif found < target:
-                lo = mid
-            else:
-                return mid
-        if largest_lower_bound:
-            return lo
-        return -1 if lo == self._entries - 1 else lo + 1
+        # Fields are int32 (+ base offset) or int64: a target outside int64 compares like the nearest bound.
+        target = min(max(target, _INT64_MIN), _INT64_MAX)
+        return _native_index.search(
+            self._buffer(),
+            self._entries,
+            self.entry_size,
+            field.offset,
+            field.kind,
+            self.base_offset if field.relative else 0,
+            target,
+            largest_lower_bound,
+            self._WARM_ENTRIES,
+        )
 
     # -- mutation -------------------------------------------------------------------------------------------
 
@@ -236,7 +246,7 @@ class AbstractIndex(ABC, Generic[EntryT]):
         match is dropped with everything after it, otherwise entries after the largest lower one go). The bytes of
         dropped slots stay until overwritten or trimmed, as in Kafka. O(log n)."""
         self._require_writable()
-        slot = self._largest_lower_bound_slot(offset, self._slot_offset)
+        slot = self._largest_lower_bound_slot(offset, self._OFFSET_FIELD)
         if slot < 0:
             self._entries = 0
         elif self._slot_offset(slot) == offset:
@@ -249,6 +259,19 @@ class AbstractIndex(ABC, Generic[EntryT]):
         self._require_writable()
         self._entries = 0
         self.resize(self.max_index_size)
+
+    def load_entries(self, entries: bytes, capacity: int) -> None:
+        """Replace every entry with ``entries`` (whole entries in the file's format, already valid) in a file of
+        ``capacity`` bytes (rounded down to whole entries, at least the entries): how a rebuilt index is written in
+        one go. O(len(entries)) plus the resize."""
+        self._require_writable()
+        if len(entries) % self.entry_size:
+            raise ValueError(f"{self._path}: {len(entries)} bytes are not whole {self.entry_size}-byte entries")
+        self._entries = 0
+        self.resize(max(capacity, len(entries)))
+        if entries:
+            self._buffer()[: len(entries)] = entries
+        self._entries = len(entries) // self.entry_size
 
     def resize(self, new_size: int) -> bool:
         """Set the file (and mapping) length to ``new_size`` rounded down to whole entries, keeping the entries.

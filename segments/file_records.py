@@ -17,29 +17,34 @@ from __future__ import annotations
 
 import errno
 import os
-import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from segments.errors import CorruptRecordError, RecordTooLargeError, StorageFormatError
-from segments.legacy import RECORD_OVERHEAD_V0, LegacyRecordBatch
+from segments._native.batches import BatchWalk, FileBatch, locate_batch, register
+from segments.errors import CorruptRecordError
+from segments.legacy import LegacyRecordBatch
 from segments.records import (
-    DEFAULT_DECODE_LIMITS,
     HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD,
-    DecodeLimits,
     DefaultRecordBatch,
-    Record,
     RecordBatch,
 )
 
-_PREFIX = struct.Struct(">qi")
+register(DefaultRecordBatch, LegacyRecordBatch)
+
+__all__ = [
+    "FileBatch",
+    "FileRecords",
+    "allocate",
+    "batch_view",
+    "iter_batches",
+    "located_error",
+    "open_no_follow",
+    "walk_batches",
+]
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_WINDOW = 8 * 1024 * 1024
-# Lookups usually need one batch: the first read is small and each refill doubles, up to _WINDOW for long walks.
-_FIRST_WINDOW = 64 * 1024
 
 
 def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
@@ -74,40 +79,6 @@ def allocate(fd: int, length: int, path: str | os.PathLike[str]) -> None:
         raise located_error(err, path, f"allocation of {length} bytes") from err
 
 
-@dataclass(slots=True)
-class FileBatch:
-    """A batch found in a file: where it starts, a lazy view of its bytes and the file (None in memory)."""
-
-    position: int
-    batch: RecordBatch
-    path: str | None = None
-
-    def iter_records(self, limits: DecodeLimits = DEFAULT_DECODE_LIMITS, *, check_crc: bool = True) -> Iterator[Record]:
-        """:meth:`RecordBatch.iter_records` with every error naming the file and its position in the file.
-        O(size) time, O(largest record) memory."""
-        records = self.batch.iter_records(limits, check_crc=check_crc)
-        try:
-            yield from records
-        except StorageFormatError as err:
-            raise err.at(self.path, position_base=self.position) from None
-
-    def ensure_valid(self) -> None:
-        """:meth:`RecordBatch.ensure_valid` (the CRC; a legacy wrapper's too) with the error naming the file and
-        its position in the file. O(size)."""
-        try:
-            self.batch.ensure_valid()
-        except StorageFormatError as err:
-            raise err.at(self.path, position_base=self.position) from None
-
-    @property
-    def size_in_bytes(self) -> int:
-        return self.batch.size_in_bytes
-
-    @property
-    def end_position(self) -> int:
-        return self.position + self.batch.size_in_bytes
-
-
 def batch_view(buffer: bytes | memoryview) -> RecordBatch:
     """A lazy batch view of ``buffer`` (prefix included), chosen by its magic byte. O(1).
 
@@ -127,7 +98,7 @@ def batch_view(buffer: bytes | memoryview) -> RecordBatch:
 def iter_batches(buffer: bytes | memoryview, *, start: int = 0, path: str | None = None) -> Iterator[FileBatch]:
     """Batches of an in-memory log (a whole ``.log`` or a KRaft ``.checkpoint``), with the file rule. O(batches)."""
     view = memoryview(buffer)
-    return walk_batches(lambda position, size: view[position : position + size], start, len(view), path=path)
+    return BatchWalk(None, start, len(view), path=path, buffer=view)
 
 
 def walk_batches(
@@ -143,51 +114,10 @@ def walk_batches(
     ``read`` is called for windows that start at 64 KiB and double up to 8 MiB, so a lookup reads little and a
     long walk reads the file in a few big ``pread`` calls. Raises
     :class:`CorruptRecordError` for a size below the minimum overhead and :class:`RecordTooLargeError` for a
-    declared size above ``max_batch_size`` when one is given. O(bytes).
+    declared size above ``max_batch_size`` when one is given. O(bytes), one compiled step per batch
+    (:class:`segments._native.batches.BatchWalk`).
     """
-    position = start
-    window: bytes | memoryview = b""
-    window_start = position
-    window_size = _FIRST_WINDOW // 2
-    # Kafka's FileLogInputStream stops unless *more* than 17 bytes remain.
-    while limit - position > HEADER_SIZE_UP_TO_MAGIC:
-        if position + HEADER_SIZE_UP_TO_MAGIC > window_start + len(window):
-            window_size = min(window_size * 2, _WINDOW)
-            window = read(position, min(window_size, limit - position))
-            window_start = position
-            if len(window) < HEADER_SIZE_UP_TO_MAGIC:
-                return
-        local = position - window_start
-        _, size = _PREFIX.unpack_from(window, local)
-        if size < RECORD_OVERHEAD_V0:
-            raise CorruptRecordError(
-                f"found record size {size} smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
-                path=path,
-                position=position,
-            )
-        if max_batch_size is not None and size > max_batch_size:
-            raise RecordTooLargeError(
-                f"found record size {size} larger than the maximum allowed {max_batch_size}",
-                path=path,
-                position=position,
-            )
-        total = LOG_OVERHEAD + size
-        if position + total > limit:
-            return
-        if local + total > len(window):
-            window_size = min(window_size * 2, _WINDOW)
-            window = read(position, max(min(window_size, limit - position), total))
-            window_start = position
-            local = 0
-            if len(window) < total:
-                # The file shrank under this reader (a concurrent truncation): the log ends here.
-                return
-        try:
-            batch = batch_view(memoryview(window)[local : local + total])
-        except CorruptRecordError as err:
-            raise err.at(path, position_base=position) from None
-        yield FileBatch(position, batch, path)
-        position += total
+    return BatchWalk(read, start, limit, path=path, max_batch_size=max_batch_size)
 
 
 class FileRecords:
@@ -261,6 +191,16 @@ class FileRecords:
         :func:`walk_batches` for the rule and errors. O(bytes read)."""
         limit = self._size if end is None else min(end, self._size)
         return walk_batches(self.read, start, limit, path=str(self._path), max_batch_size=max_batch_size)
+
+    def locate_batch(self, start: int, target: int, *, by_timestamp: bool = False) -> tuple[int, int, int] | None:
+        """``(last offset, position, size)`` of the first batch from byte ``start`` whose last offset (with
+        ``by_timestamp``: max timestamp) is >= ``target``, or None past the end. Reads batch headers only (Kafka's
+        ``searchForOffsetWithSize``); the walk's rule and errors, see :func:`walk_batches`. O(batches skipped)."""
+        if start < 0:
+            raise ValueError(f"{self._path}: read at negative position {start}")
+        # Headers hold int64 fields: a target beyond them compares like the nearest bound.
+        target = min(max(target, _INT64_MIN), _INT64_MAX)
+        return locate_batch(self._fd, start, self._size, target, by_timestamp, str(self._path))
 
     def checked_batches(self, start: int = 0, end: int | None = None) -> Iterator[FileBatch]:
         """:meth:`batches` with each batch's CRC (and legacy wrapper) verified: the first failing one raises its

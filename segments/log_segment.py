@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from segments._native.batches import RecoveryScan, find_record_by_timestamp
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
     CorruptIndexError,
@@ -31,7 +32,7 @@ from segments.errors import (
     LogSegmentOffsetOverflowError,
     StorageFormatError,
 )
-from segments.file_records import FileBatch, FileRecords, iter_batches
+from segments.file_records import FileBatch, FileRecords, batch_view, iter_batches
 from segments.lazy_index import LazyIndex
 from segments.naming import (
     DELETED_SUFFIX,
@@ -41,7 +42,15 @@ from segments.naming import (
     transaction_index_file,
 )
 from segments.offset_index import OffsetIndex, OffsetPosition
-from segments.records import MAGIC_V2, NO_TIMESTAMP, RecordBatch
+from segments.records import (
+    COMPRESSION_CODEC_MASK,
+    DEFAULT_DECODE_LIMITS,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    DefaultRecordBatch,
+    RecordBatch,
+)
 from segments.time_index import TimeIndex, TimestampOffset
 from segments.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
 from segments.transactions import TransactionTracker
@@ -91,6 +100,43 @@ class RecoveryResult:
 
 
 BatchObserver = Callable[[RecordBatch], None]
+
+
+def first_record_at_or_after(batch: RecordBatch, timestamp: int, starting_offset: int) -> TimestampAndOffset | None:
+    """The first record of ``batch`` (CRC not checked, as Kafka's search does not) with timestamp >= ``timestamp``
+    and offset >= ``starting_offset``. A magic-2 batch is scanned by the compiled record-timestamp loop
+    (:func:`segments._native.batches.find_record_by_timestamp`) over its records region, decompressed first when
+    compressed (bounded by :data:`DEFAULT_DECODE_LIMITS`); legacy messages are decoded. Errors are located in the
+    batch as :meth:`RecordBatch.records` locates them. O(records scanned)."""
+    if not isinstance(batch, DefaultRecordBatch):
+        for record in batch.records():
+            if record.timestamp >= timestamp and record.offset >= starting_offset:
+                return TimestampAndOffset(record.timestamp, record.offset)
+        return None
+    limits = DEFAULT_DECODE_LIMITS
+    # Attribute bits rather than the enum properties: this runs once per timestamp lookup.
+    attributes = batch.attributes
+    compressed = attributes & COMPRESSION_CODEC_MASK != 0
+    region = batch.decompressed_records_region(max_size=limits.max_batch_bytes) if compressed else batch.records_region()
+    log_append_time = batch.max_timestamp if attributes & TIMESTAMP_TYPE_MASK else None
+    try:
+        hit = find_record_by_timestamp(
+            region,
+            batch.records_count,
+            batch.base_offset,
+            batch.base_timestamp,
+            log_append_time,
+            timestamp,
+            starting_offset,
+            limits.max_record_bytes,
+        )
+    except CorruptRecordError as err:
+        if compressed:
+            raise type(err)(
+                f"in decompressed records at offset {err.position}: {err.message}", position=RECORD_BATCH_OVERHEAD
+            ) from None
+        raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
+    return None if hit is None else TimestampAndOffset(*hit)
 
 
 class LogSegment:
@@ -331,11 +377,9 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
         """The first batch whose last offset is ``>= offset``, searching from the offset index's entry. O(log n +
-        bytes scanned); ``None`` when the offset is past this segment."""
-        for found in self.log.batches(max(self._indexed_position(offset), starting_position)):
-            if found.batch.last_offset >= offset:
-                return LogOffsetPosition(found.batch.last_offset, found.position, found.size_in_bytes)
-        return None
+        batches scanned), reading batch headers only; ``None`` when the offset is past this segment."""
+        found = self.log.locate_batch(max(self._indexed_position(offset), starting_position), offset)
+        return None if found is None else LogOffsetPosition(*found)
 
     def read(
         self,
@@ -351,28 +395,41 @@ class LogSegment:
         O(log n + bytes scanned)."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for a read from {self.log.path}")
-        start = self.translate_offset(start_offset)
+        # translate_offset without its result object: this is every fetch's path.
+        start = self.log.locate_batch(self._indexed_position(start_offset), start_offset)
         if start is None:
             return None
-        adjusted = max(max_size, start.size) if min_one_message else max_size
+        last_offset, position, batch_size = start
+        adjusted = max(max_size, batch_size) if min_one_message else max_size
         limit = self.size if max_position is None else max_position
-        size = max(0, min(limit - start.position, adjusted))
-        return FetchSlice(start.offset, self.base_offset, start.position, size, adjusted < start.size)
+        size = max(0, min(limit - position, adjusted))
+        return FetchSlice(last_offset, self.base_offset, position, size, adjusted < batch_size)
 
     def read_bytes(self, fetch: FetchSlice) -> bytes:
         """The bytes of a :meth:`read` result. O(size)."""
         return self.log.read(fetch.position, fetch.size)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampAndOffset | None:
-        """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset``. O(log n + bytes
-        scanned); decodes only batches whose max timestamp reaches the target."""
+        """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset`` (Kafka's
+        ``findOffsetByTimestamp``). O(log n + batches scanned): batch headers are read until one's max timestamp
+        reaches the target, and only that batch is read, its records scanned for their timestamps and offsets
+        (:func:`first_record_at_or_after`)."""
         starting = self.base_offset if starting_offset is None else starting_offset
         entry = self.time_index.lookup(timestamp)
-        for found in self.log.batches(self._indexed_position(max(entry.offset, starting))):
-            if found.batch.max_timestamp >= timestamp:
-                for record in found.batch.records():
-                    if record.timestamp >= timestamp and record.offset >= starting:
-                        return TimestampAndOffset(record.timestamp, record.offset)
+        position = self._indexed_position(max(entry.offset, starting))
+        while (found := self.log.locate_batch(position, timestamp, by_timestamp=True)) is not None:
+            _, position, size = found
+            data = self.log.read(position, size)
+            if len(data) < size:
+                # The file shrank under this reader (a concurrent truncation): the log ends here.
+                return None
+            try:
+                hit = first_record_at_or_after(batch_view(data), timestamp, starting)
+            except StorageFormatError as err:
+                raise err.at(self.log.path, position_base=position) from None
+            if hit is not None:
+                return hit
+            position += size
         return None
 
     def read_next_offset(self) -> int:
@@ -386,13 +443,14 @@ class LogSegment:
         """Where a scan for ``offset`` starts: the position of the offset index's entry for it. Kafka's index sanity
         check reads offsets only, so a damaged entry can hold a negative position: CorruptIndexError naming the
         index file and entry, rather than a read at a negative position. O(log n)."""
-        mapping = self.offset_index.lookup(offset)
-        if mapping.position < 0:
+        position = self.offset_index.lookup_position(offset)
+        if position < 0:
+            mapping = self.offset_index.lookup(offset)
             raise CorruptIndexError(
                 f"entry for offset {mapping.offset} has a negative position {mapping.position}",
                 path=self.offset_index_path,
             )
-        return mapping.position
+        return position
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` from this segment's
@@ -413,58 +471,43 @@ class LogSegment:
         observer: BatchObserver | None = None,
         next_segment_base: int | None = None,
     ) -> RecoveryResult:
-        """Reset all three indexes and rebuild them from the ``.log`` with Kafka's recovery rule, without touching
-        the ``.log``. O(size): a header walk with CRC; only control batches are decoded.
+        """Rebuild all three indexes from the ``.log`` with Kafka's recovery rule, without touching the ``.log``.
+        O(size): a compiled header walk with CRC (:class:`segments._native.batches.RecoveryScan`, GIL released
+        over the CRCs); only control batches are decoded. The rebuilt offset and time indexes are written in one
+        go, sized to their entries (plus the time index's reserved slot), as :meth:`recover` leaves them.
 
         ``transactions`` carries transactions opened in earlier segments (a fresh tracker when ``None``);
-        ``observer`` sees every valid batch (producer state, leader epochs). The scan ends at a partial tail or at
-        the first invalid batch, returned as ``error``: a bad CRC or framing (:class:`CorruptRecordError`), or
-        offsets that do not continue the segment (:class:`InvalidOffsetError`): not above the previous batch's,
-        below the base offset, at or past ``next_segment_base``, or beyond the 32-bit relative range
-        (:class:`IndexOffsetOverflowError`; :class:`LogSegmentOffsetOverflowError` for a legacy batch that
-        otherwise continues the segment: a real overflow, which :meth:`recover` raises for a split). The batch CRC
-        does not cover the base offset, so a damaged one is only visible this way; Kafka's recovery would instead
-        fail on the next index append and empty the whole segment.
+        ``observer`` sees, in order, every valid magic-2 batch that can change producer state or the leader-epoch
+        cache (a batch with a producer id, the first batch of each leader-epoch run) and the latest other batch
+        before each of those and at the end (whose producer-state effect, the map end offset, is what the other
+        batches would leave). The scan ends at a partial tail or at the first invalid batch, returned as
+        ``error``: a bad CRC or framing (:class:`CorruptRecordError`), or offsets that do not continue the
+        segment (:class:`InvalidOffsetError`): not above the previous batch's, below the base offset, at or past
+        ``next_segment_base``, or beyond the 32-bit relative range (:class:`IndexOffsetOverflowError`;
+        :class:`LogSegmentOffsetOverflowError` for a legacy batch that otherwise continues the segment: a real
+        overflow, which :meth:`recover` raises for a split). The batch CRC does not cover the base offset, so a
+        damaged one is only visible this way; Kafka's recovery would instead fail on the next index append and
+        empty the whole segment.
         """
         tracker = TransactionTracker() if transactions is None else transactions
-        self.offset_index.reset()
-        self.time_index.reset()
+        offset_index, time_index = self.offset_index, self.time_index
         self.txn_index.reset()
-        valid_bytes = 0
-        last_index_entry = 0
-        count = 0
-        # The hot loop of recovery and reindex: attribute lookups are hoisted and the running max is kept in
-        # two locals rather than a tuple per batch.
-        max_timestamp, max_offset = _UNKNOWN
-        interval = self.index_interval_bytes
-        offset_index_append = self.offset_index.append
-        time_index_append = self.time_index.maybe_append
+        scan = RecoveryScan(
+            self.log.read,
+            self.size,
+            self.base_offset,
+            next_segment_base,
+            self.index_interval_bytes,
+            offset_index.max_index_size // offset_index.entry_size,
+            time_index.max_index_size // time_index.entry_size,
+            self.check_continues,
+            path=str(self.log.path),
+        )
         error: StorageFormatError | None = None
-        next_offset = self.base_offset
         try:
-            for found in self.log.checked_batches():
-                batch = found.batch
-                last_offset = batch.last_offset
-                # A legacy wrapper's base offset needs decompression; its last offset carries the same check.
-                first_offset = batch.base_offset if batch.magic >= MAGIC_V2 else last_offset
-                try:
-                    self.check_continues(first_offset, last_offset, next_offset, next_segment_base, found.position)
-                except IndexOffsetOverflowError as err:
-                    # A legacy wrapper continuing the segment (its first inner offset too: decompressing a damaged
-                    # one raises CorruptRecordError, i.e. damage) after batches that fit is a real overflow. A v2
-                    # batch's base offset is outside its CRC, so there it is damage, and so is a first batch that
-                    # does not fit (Kafka names a segment after its first batch).
-                    if batch.magic < MAGIC_V2 and count > 0 and batch.base_offset >= next_offset:
-                        raise LogSegmentOffsetOverflowError(err.message, path=err.path, position=err.position) from None
-                    raise
-                next_offset = last_offset + 1
-                if batch.max_timestamp > max_timestamp:
-                    max_timestamp, max_offset = batch.max_timestamp, last_offset
-                if valid_bytes - last_index_entry > interval:
-                    offset_index_append(last_offset, valid_bytes)
-                    time_index_append(max_timestamp, max_offset)
-                    last_index_entry = valid_bytes
-                if batch.magic >= MAGIC_V2:
+            try:
+                for found in scan:
+                    batch = found.batch
                     try:
                         completed = tracker.on_batch(batch)
                     except CorruptRecordError as err:
@@ -480,13 +523,25 @@ class LogSegment:
                         )
                     if observer is not None:
                         observer(batch)
-                valid_bytes += batch.size_in_bytes
-                count += 1
+            finally:
+                rejected = scan.rejected_entry
+                # A refused entry is replayed on indexes of their full size, so the index raises its own error.
+                offset_index.load_entries(
+                    scan.offset_entries, offset_index.max_index_size if rejected else len(scan.offset_entries)
+                )
+                time_index.load_entries(
+                    scan.time_entries,
+                    time_index.max_index_size if rejected else len(scan.time_entries) + time_index.entry_size,
+                )
+            if rejected is not None:
+                offset, position, timestamp, timestamp_offset = rejected
+                offset_index.append(offset, position)
+                time_index.maybe_append(timestamp, timestamp_offset)
         except (CorruptRecordError, InvalidOffsetError) as err:
-            error = err if err.path is not None else err.at(self.log.path, position_base=valid_bytes)
-        self._max_timestamp_and_offset = TimestampOffset(max_timestamp, max_offset)
-        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
-        return RecoveryResult(valid_bytes, self.size - valid_bytes, count, error)
+            error = err if err.path is not None else err.at(self.log.path, position_base=scan.valid_bytes)
+        self._max_timestamp_and_offset = TimestampOffset(scan.max_timestamp, scan.offset_of_max_timestamp)
+        self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry
+        return RecoveryResult(scan.valid_bytes, self.size - scan.valid_bytes, scan.batches, error)
 
     def check_continues(
         self, first_offset: int, last_offset: int, next_offset: int, next_segment_base: int | None, position: int

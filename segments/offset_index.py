@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import ClassVar, NamedTuple
 
-from segments.abstract_index import WARM_SECTION_BYTES, AbstractIndex
+from segments.abstract_index import INT32_FIELD, WARM_SECTION_BYTES, AbstractIndex, IndexField
 from segments.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 _ENTRY = struct.Struct(">ii")
@@ -30,6 +30,8 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
 
     entry_size: ClassVar[int] = 8
     _WARM_ENTRIES: ClassVar[int] = WARM_SECTION_BYTES // entry_size
+    _OFFSET_FIELD: ClassVar[IndexField] = IndexField(0, INT32_FIELD, True)
+    _POSITION_FIELD: ClassVar[IndexField] = IndexField(4, INT32_FIELD, False)
 
     def _parse(self, slot: int) -> OffsetPosition:
         relative, position = _ENTRY.unpack_from(self._buffer(), slot * 8)
@@ -38,10 +40,6 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     def _slot_offset(self, slot: int) -> int:
         relative: int = _I32.unpack_from(self._buffer(), slot * 8)[0]
         return self.base_offset + relative
-
-    def _slot_position(self, slot: int) -> int:
-        position: int = _I32.unpack_from(self._buffer(), slot * 8 + 4)[0]
-        return position
 
     @property
     def last_offset(self) -> int:
@@ -72,14 +70,22 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest entry with offset <= ``target_offset``, else ``(base_offset, 0)``. O(log n)."""
-        slot = self._largest_lower_bound_slot(target_offset, self._slot_offset)
+        slot = self._largest_lower_bound_slot(target_offset, self._OFFSET_FIELD)
         return OffsetPosition(self.base_offset, 0) if slot < 0 else self._parse(slot)
+
+    def lookup_position(self, target_offset: int) -> int:
+        """``lookup(target_offset).position`` without building the entry (the read path's question). O(log n)."""
+        slot = self._largest_lower_bound_slot(target_offset, self._OFFSET_FIELD)
+        if slot < 0:
+            return 0
+        position: int = _I32.unpack_from(self._buffer(), slot * 8 + 4)[0]
+        return position
 
     def fetch_upper_bound_offset(self, fetch_position: int, fetch_size: int) -> OffsetPosition | None:
         """An entry whose position is >= ``fetch_position + fetch_size`` (an offset surely past the fetched
         bytes), or None. Kafka's search: usually the smallest such entry, but when slot 0 itself matches exactly in
         the cold section the next slot is answered (None for a single entry). O(log n)."""
-        slot = self._smallest_upper_bound_slot(fetch_position + fetch_size, self._slot_position)
+        slot = self._smallest_upper_bound_slot(fetch_position + fetch_size, self._POSITION_FIELD)
         return None if slot < 0 else self._parse(slot)
 
     def sanity_check(self) -> None:

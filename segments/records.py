@@ -25,6 +25,8 @@ from typing import ClassVar
 
 from crc32c import crc32c
 
+from segments._native.batches import RecordBatchHeader
+
 # The record objects and the record codec are native (segments/_native/records.pyx); re-exported here.
 from segments._native.records import Header as Header
 from segments._native.records import Record as Record
@@ -43,7 +45,6 @@ from segments.errors import (
     CorruptRecordError,
     RecordTooLargeError,
     UnsupportedCompressionError,
-    UnsupportedMagicError,
 )
 
 Buffer = bytes | bytearray | memoryview
@@ -325,167 +326,21 @@ class RecordBatch(ABC):
         """The batch's bytes exactly as stored. O(size)."""
 
 
-class DefaultRecordBatch(RecordBatch):
+class DefaultRecordBatch(RecordBatchHeader, RecordBatch):
     """A lazy view of one magic-2 batch over ``buffer`` (exactly the batch's bytes, prefix included).
 
-    Only the header is unpacked on construction (O(1)); nothing is validated until asked.
+    The header (fields, ``compute_checksum``, ``ensure_valid``) is the compiled
+    :class:`~segments._native.batches.RecordBatchHeader`: constructing a view unpacks the 61-byte header only
+    (O(1)); nothing is validated until asked.
     """
 
-    __slots__ = (
-        "_attributes",
-        "_base_offset",
-        "_base_sequence",
-        "_base_timestamp",
-        "_buffer",
-        "_crc",
-        "_last_offset_delta",
-        "_length",
-        "_magic",
-        "_max_timestamp",
-        "_partition_leader_epoch",
-        "_producer_epoch",
-        "_producer_id",
-        "_records_count",
-    )
-
-    def __init__(self, buffer: Buffer) -> None:
-        if len(buffer) < RECORD_BATCH_OVERHEAD:
-            raise CorruptRecordError(
-                f"record batch is corrupt (the size {len(buffer)} is smaller than the minimum allowed overhead "
-                f"{RECORD_BATCH_OVERHEAD})",
-                position=0,
-            )
-        header: tuple[int, ...] = _HEADER.unpack_from(buffer, 0)
-        (
-            self._base_offset,
-            self._length,
-            self._partition_leader_epoch,
-            self._magic,
-            self._crc,
-            self._attributes,
-            self._last_offset_delta,
-            self._base_timestamp,
-            self._max_timestamp,
-            self._producer_id,
-            self._producer_epoch,
-            self._base_sequence,
-            self._records_count,
-        ) = header
-        if self._length + LOG_OVERHEAD != len(buffer):
-            raise CorruptRecordError(
-                f"batch length field {self._length} does not match the {len(buffer)} bytes given", position=8
-            )
-        self._buffer = buffer
-
-    @property
-    def magic(self) -> int:
-        return self._magic
-
-    @property
-    def base_offset(self) -> int:
-        return self._base_offset
-
-    @property
-    def last_offset_delta(self) -> int:
-        return self._last_offset_delta
-
-    @property
-    def last_offset(self) -> int:
-        return self._base_offset + self._last_offset_delta
-
-    @property
-    def size_in_bytes(self) -> int:
-        return self._length + LOG_OVERHEAD
-
-    @property
-    def checksum(self) -> int:
-        return self._crc
-
-    @property
-    def attributes(self) -> int:
-        return self._attributes
-
-    @property
-    def base_timestamp(self) -> int:
-        """Header field at byte 27: the first record's timestamp, or the delete horizon (attribute bit 6)."""
-        return self._base_timestamp
-
-    @property
-    def first_timestamp(self) -> int:
-        return self._base_timestamp
-
-    @property
-    def max_timestamp(self) -> int:
-        return self._max_timestamp
+    __slots__ = ()
 
     @property
     def timestamp_type(self) -> TimestampType:
         if self._attributes & TIMESTAMP_TYPE_MASK:
             return TimestampType.LOG_APPEND_TIME
         return TimestampType.CREATE_TIME
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self._attributes & TRANSACTIONAL_FLAG_MASK)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self._attributes & CONTROL_FLAG_MASK)
-
-    @property
-    def has_delete_horizon(self) -> bool:
-        return bool(self._attributes & DELETE_HORIZON_FLAG_MASK)
-
-    @property
-    def delete_horizon_ms(self) -> int | None:
-        return self._base_timestamp if self.has_delete_horizon else None
-
-    @property
-    def producer_id(self) -> int:
-        return self._producer_id
-
-    @property
-    def producer_epoch(self) -> int:
-        return self._producer_epoch
-
-    @property
-    def base_sequence(self) -> int:
-        return self._base_sequence
-
-    @property
-    def last_sequence(self) -> int:
-        if self._base_sequence == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return increment_sequence(self._base_sequence, self._last_offset_delta)
-
-    @property
-    def partition_leader_epoch(self) -> int:
-        return self._partition_leader_epoch
-
-    @property
-    def records_count(self) -> int:
-        """The header's record count (outside the compressed area)."""
-        return self._records_count
-
-    def count_records(self) -> int:
-        """The header's record count. O(1)."""
-        return self._records_count
-
-    def compute_checksum(self) -> int:
-        """CRC-32C of bytes ``[21, size)`` (attributes to the end). O(size)."""
-        return int(crc32c(memoryview(self._buffer)[ATTRIBUTES_OFFSET:]))
-
-    def ensure_valid(self) -> None:
-        """Kafka's ``ensureValid``: magic 2, size >= 61 and the stored CRC matches. O(size)."""
-        if self._magic != MAGIC_V2:
-            raise UnsupportedMagicError(f"record batch has unknown magic {self._magic}", position=16)
-        computed = self.compute_checksum()
-        if computed != self._crc:
-            raise CorruptRecordError(
-                f"record batch is corrupt (stored crc = {self._crc}, computed crc = {computed})", position=CRC_OFFSET
-            )
-        if self._records_count < 0:
-            raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
 
     def records_region(self) -> memoryview:
         """The bytes after the header: raw records, or one compressed stream of them. O(1)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import ClassVar, NamedTuple
 
-from segments.abstract_index import WARM_SECTION_BYTES, AbstractIndex
+from segments.abstract_index import INT32_FIELD, INT64_FIELD, WARM_SECTION_BYTES, AbstractIndex, IndexField
 from segments.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 _ENTRY = struct.Struct(">qi")
@@ -32,6 +32,8 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
 
     entry_size: ClassVar[int] = 12
     _WARM_ENTRIES: ClassVar[int] = WARM_SECTION_BYTES // entry_size
+    _OFFSET_FIELD: ClassVar[IndexField] = IndexField(8, INT32_FIELD, True)
+    _TIMESTAMP_FIELD: ClassVar[IndexField] = IndexField(0, INT64_FIELD, False)
 
     def _parse(self, slot: int) -> TimestampOffset:
         timestamp, relative = _ENTRY.unpack_from(self._buffer(), slot * 12)
@@ -94,7 +96,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= ``target_timestamp``, else ``(-1, base_offset)``. O(log n)."""
-        slot = self._largest_lower_bound_slot(target_timestamp, self._slot_timestamp)
+        slot = self._largest_lower_bound_slot(target_timestamp, self._TIMESTAMP_FIELD)
         return TimestampOffset(NO_TIMESTAMP, self.base_offset) if slot < 0 else self._parse(slot)
 
     def sanity_check(self) -> None:

@@ -2,7 +2,8 @@
 
 The parsers and their allowed errors are those of ``tests/faults/test_hostile_input.py``: :func:`dispatch` lets
 the first input byte pick the target (record batches, legacy messages, record regions, the native record kernels
-(streamed reader, slicer, framer and Arrow column decoder, which must agree), ``.log`` walks, the four codecs, the
+(streamed reader, slicer, framer and Arrow column decoder, which must agree), the native append scan, ``.log``
+walks, the compiled header-only searches, segment recovery and record-timestamp search, the four codecs, the
 three indexes, every checkpoint and metadata file, producer snapshots, partition dir and file names,
 ``server.properties`` and topic config files). Anything but a documented typed error, a hang past ``-timeout``
 seconds or memory past ``-rss_limit_mb`` is a crash; libFuzzer writes the input to ``crash-<sha1>`` in the current

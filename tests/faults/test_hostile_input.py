@@ -66,6 +66,7 @@ from checkpoints.producer_snapshot import (
 from logmgr.config import BrokerConfig, LogConfig, load_server_properties
 from logmgr.errors import ConfigError
 from segments._native.append import SCAN_CORRUPT, SCAN_OK, scan_append
+from segments._native.batches import find_record_by_timestamp
 from segments._native.records import RecordColumns, decode_columns, frame_region
 from segments.compression import CompressionType, compress, decompress
 from segments.errors import (
@@ -79,13 +80,15 @@ from segments.errors import (
     RecordTooLargeError,
     StorageFormatError,
 )
-from segments.file_records import iter_batches, walk_batches
+from segments.file_records import FileRecords, iter_batches, walk_batches
 from segments.java_numbers import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from segments.legacy import LegacyRecordBatch
+from segments.log_segment import LogSegment
 from segments.naming import (
     DirKind,
     PartitionDirName,
     TopicPartition,
+    log_file,
     offset_from_file_name,
     parse_kraft_snapshot_name,
     validate_topic,
@@ -636,6 +639,47 @@ def parse_topic_config(data: bytes, scratch: Path) -> None:
     _stages((ConfigError,), lambda: LogConfig.from_properties(props), lambda: BrokerConfig.from_properties(props))
 
 
+def parse_log_lookups(data: bytes, scratch: Path) -> None:
+    """The header-only searches (compiled ``locate_batch``) over a ``.log`` file, by offset and by timestamp."""
+    path = _index_file(scratch, "fuzz-lookup.log", data)
+    with FileRecords(path) as log:
+        _stages(
+            (CorruptRecordError,),
+            *(lambda t=t: log.locate_batch(0, t) for t in (-1, 0, 5, 2**40, 2**63 - 1)),
+            *(lambda t=t: log.locate_batch(0, t, by_timestamp=True) for t in (-1, 0, 2**41, 2**63 - 1)),
+            lambda: log.locate_batch(len(data) // 2, 0),
+        )
+
+
+def parse_log_recovery(data: bytes, scratch: Path) -> None:
+    """Kafka's segment recovery (compiled ``RecoveryScan``) over a ``.log``; what it refuses ends the scan as
+    ``RecoveryResult.error``, nothing is raised."""
+    directory = scratch / "fuzz-recovery"
+    directory.mkdir(exist_ok=True)
+    for stale in directory.iterdir():
+        stale.unlink()
+    log_file(directory, 0).write_bytes(data)
+    segment = LogSegment.open(directory, 0, index_interval_bytes=64)
+    try:
+        result = segment.recover(next_segment_base=2**40)
+        assert result.valid_bytes + result.truncated_bytes == len(data) and segment.size == result.valid_bytes
+    finally:
+        segment.close()
+
+
+def parse_timestamp_search(data: bytes, scratch: Path) -> None:
+    """The compiled record-timestamp search over a records region (2-byte record count, then the region)."""
+    count = int.from_bytes(data[:2], "big", signed=True)
+    for appended in (None, 5):
+        for target, starting in ((0, 0), (2**40, 0), (0, 2**40), (-(2**63), 7)):
+            _stages(
+                (CorruptRecordError,),
+                lambda a=appended, t=target, s=starting: find_record_by_timestamp(
+                    data[2:], count, 7, 0, a, t, s, 1 << 20
+                ),
+            )
+
+
 @dataclass(frozen=True)
 class Target:
     """One parser under fuzz: ``parse(data, scratch)``, the errors it may raise, and a valid-input builder."""
@@ -670,6 +714,9 @@ TARGETS: tuple[Target, ...] = (
     Target("server-properties", parse_server_properties, (ConfigError,), valid_server_properties),
     Target("topic-config", parse_topic_config, (), valid_topic_config),
     Target("record-kernels", parse_record_kernels, (CorruptRecordError,), valid_record_kernels),
+    Target("log-lookups", parse_log_lookups, (CorruptRecordError,), valid_log),
+    Target("log-recovery", parse_log_recovery, (), valid_log),
+    Target("timestamp-search", parse_timestamp_search, (CorruptRecordError,), valid_record_region),
 )
 TARGETS_BY_NAME = {target.name: target for target in TARGETS}
 

@@ -1,0 +1,1018 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Batch header walk and batch CRCs (Kafka's ``FileLogInputStream`` + ``DefaultRecordBatch`` header).
+
+* :class:`RecordBatchHeader`: the 61-byte magic-2 header unpacked into C fields; ``segments.records``'s
+  ``DefaultRecordBatch`` derives from it (record decode stays there).
+* :class:`FileBatch` and :class:`BatchWalk`: Kafka's batch iteration over bytes fetched in windows, one object per
+  batch and no Python-level work per batch.
+* CRCs are computed per *run* of batches of one window with the GIL released: the first ``ensure_valid`` of a
+  batch checksums it and the batches after it in its window (up to :data:`_CRC_RUN_BYTES`), the next ones find
+  their CRC computed. A lookup that never checks a CRC pays nothing.
+
+Every read of a byte is bounds-checked against the window it lies in; hostile sizes raise the typed errors of
+``segments.errors`` with file positions.
+"""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.errno cimport EINTR, errno
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from posix.types cimport off_t
+from posix.unistd cimport pread
+
+from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
+
+
+cdef extern from "crc32c_batches.h" nogil:
+    void logmgr_crc32c_many(const uint8_t *const *data, const size_t *length, uint32_t *out, int n)
+
+from segments._native.wire cimport (
+    WIRE_OK,
+    load_be16,
+    load_be32,
+    load_be64,
+    read_varint,
+    read_varlong,
+    store_be32,
+    store_be64,
+)
+
+import os
+
+from segments.errors import (
+    CorruptRecordError,
+    IndexOffsetOverflowError,
+    InvalidOffsetError,
+    LogSegmentOffsetOverflowError,
+    RecordTooLargeError,
+    StorageFormatError,
+    UnsupportedMagicError,
+)
+
+logmgr_crc32c_init()
+
+cdef enum:
+    LOG_OVERHEAD = 12
+    HEADER_SIZE_UP_TO_MAGIC = 17
+    RECORD_BATCH_OVERHEAD = 61
+    RECORD_OVERHEAD_V0 = 14
+    CRC_OFFSET = 17
+    ATTRIBUTES_OFFSET = 21
+    MAGIC_V2 = 2
+    WINDOW_BYTES = 8 * 1024 * 1024
+    FIRST_WINDOW_BYTES = 64 * 1024
+    # A CRC run: at most this many batches / bytes per GIL release, so a reader that stops early wastes little.
+    CRC_RUN_BATCHES = 256
+    CRC_RUN_BYTES = 1024 * 1024
+
+cdef int64_t _INT32_MAX = 2147483647
+cdef int64_t _INT64_MAX = 9223372036854775807
+cdef int64_t _INT64_MIN = -_INT64_MAX - 1
+
+
+cdef inline int64_t _sat_add(int64_t a, int64_t b) noexcept nogil:
+    """a + b clamped to int64 (hostile headers must not overflow): compares against an int64 target as the exact
+    sum does."""
+    if b > 0 and a > _INT64_MAX - b:
+        return _INT64_MAX
+    if b < 0 and a < _INT64_MIN - b:
+        return _INT64_MIN
+    return a + b
+
+# The Python classes the walk instantiates (set by segments.file_records at import: records.py and legacy.py
+# import this module, so it cannot import them).
+cdef object _default_type = None
+cdef object _legacy_type = None
+
+
+def register(default_type, legacy_type):
+    """Set the classes built for magic-2 batches (a subclass of :class:`RecordBatchHeader`) and magic 0/1
+    messages. O(1)."""
+    global _default_type, _legacy_type
+    if not issubclass(default_type, RecordBatchHeader):
+        raise TypeError(f"{default_type!r} does not derive from RecordBatchHeader")
+    _default_type = default_type
+    _legacy_type = legacy_type
+
+
+cdef class _Window:
+    """Bytes a walk fetched (or one batch given alone): the buffer export that keeps the pointer valid, and the
+    CRCs of the current run of batches."""
+
+    cdef object obj
+    cdef const uint8_t[::1] view
+    cdef const uint8_t *data
+    cdef Py_ssize_t size
+    cdef bint immutable
+    cdef int run_next
+    cdef int run_count
+    cdef Py_ssize_t run_pos[CRC_RUN_BATCHES]
+    cdef uint32_t run_crc[CRC_RUN_BATCHES]
+
+    cdef uint32_t crc_at(self, Py_ssize_t start, Py_ssize_t total):
+        """CRC-32C of bytes [21, total) of the batch at ``start``, whose bytes lie in the window (callers made
+        sure; total >= 61). O(1) when a run computed it, else O(run bytes) without the GIL."""
+        cdef int i = self.run_next
+        cdef uint32_t crc
+        if not self.immutable:
+            # A caller's bytearray may change between two checks: nothing is cached.
+            if total - ATTRIBUTES_OFFSET < CRC_RUN_BYTES:
+                return logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+            with nogil:
+                crc = logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+            return crc
+        if i < self.run_count and self.run_pos[i] == start:
+            self.run_next = i + 1
+            return self.run_crc[i]
+        self._compute_run(start, total)
+        self.run_next = 1
+        return self.run_crc[0]
+
+    cdef void _compute_run(self, Py_ssize_t start, Py_ssize_t total):
+        # Computed into locals without the GIL and published with it held: another thread checking a batch of the
+        # same window meanwhile sees no run (and computes its own), never a half-written one.
+        cdef const uint8_t *data = self.data
+        cdef Py_ssize_t size = self.size
+        cdef Py_ssize_t pos = start
+        cdef Py_ssize_t run_bytes = 0
+        cdef int n = 0
+        cdef int i
+        cdef int32_t length
+        cdef Py_ssize_t run_pos[CRC_RUN_BATCHES]
+        cdef uint32_t run_crc[CRC_RUN_BATCHES]
+        cdef const uint8_t *run_data[CRC_RUN_BATCHES]
+        cdef size_t run_length[CRC_RUN_BATCHES]
+        self.run_count = 0
+        with nogil:
+            # The asked batch first (validated by its caller), then the whole magic-2 batches following it.
+            run_pos[0] = start
+            run_data[0] = data + start + ATTRIBUTES_OFFSET
+            run_length[0] = <size_t>(total - ATTRIBUTES_OFFSET)
+            n = 1
+            run_bytes = total
+            pos = start + total
+            while n < CRC_RUN_BATCHES and run_bytes < CRC_RUN_BYTES and size - pos >= RECORD_BATCH_OVERHEAD:
+                length = <int32_t>load_be32(data + pos + 8)
+                if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or length > size - pos - LOG_OVERHEAD:
+                    break
+                if data[pos + 16] != MAGIC_V2:
+                    break
+                run_pos[n] = pos
+                run_data[n] = data + pos + ATTRIBUTES_OFFSET
+                run_length[n] = <size_t>(LOG_OVERHEAD + length - ATTRIBUTES_OFFSET)
+                n += 1
+                run_bytes += LOG_OVERHEAD + length
+                pos += LOG_OVERHEAD + length
+            logmgr_crc32c_many(run_data, run_length, run_crc, n)
+        for i in range(n):
+            self.run_pos[i] = run_pos[i]
+            self.run_crc[i] = run_crc[i]
+        self.run_count = n
+
+
+cdef _Window _window_of(object buffer):
+    cdef _Window window = _Window.__new__(_Window)
+    window.obj = buffer
+    if type(buffer) is bytes:
+        # The common case (pread results): no buffer export needed, the bytes object is immutable.
+        window.data = <const uint8_t *>PyBytes_AS_STRING(buffer)
+        window.size = PyBytes_GET_SIZE(buffer)
+        window.immutable = True
+    else:
+        window.immutable = type(buffer) is memoryview and buffer.readonly and type(buffer.obj) is bytes
+        window.view = buffer
+        window.size = window.view.shape[0]
+        window.data = &window.view[0] if window.size else NULL
+    return window
+
+
+cdef class RecordBatchHeader:
+    """The header of one magic-2 batch over ``buffer`` (exactly the batch's bytes, prefix included): fields
+    unpacked on construction (O(1)), CRC checked on :meth:`ensure_valid` (O(size))."""
+
+    cdef _Window _window
+    cdef Py_ssize_t _start
+    cdef readonly int64_t _base_offset
+    cdef readonly int32_t _length
+    cdef readonly int32_t _partition_leader_epoch
+    cdef readonly int8_t _magic
+    cdef readonly uint32_t _crc
+    cdef readonly int16_t _attributes
+    cdef readonly int32_t _last_offset_delta
+    cdef readonly int64_t _base_timestamp
+    cdef readonly int64_t _max_timestamp
+    cdef readonly int64_t _producer_id
+    cdef readonly int16_t _producer_epoch
+    cdef readonly int32_t _base_sequence
+    cdef readonly int32_t _records_count
+
+    def __init__(self, buffer):
+        cdef _Window window = _window_of(buffer)
+        if window.size < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch is corrupt (the size {window.size} is smaller than the minimum allowed overhead "
+                f"{RECORD_BATCH_OVERHEAD})",
+                position=0,
+            )
+        _unpack(self, window, 0)
+        if self._length + LOG_OVERHEAD != window.size:
+            raise CorruptRecordError(
+                f"batch length field {self._length} does not match the {window.size} bytes given", position=8
+            )
+
+    @property
+    def _buffer(self):
+        """The batch's bytes: the buffer given, or a view into the window a walk read. O(1)."""
+        cdef Py_ssize_t total = self._length + LOG_OVERHEAD
+        if self._start == 0 and total == self._window.size:
+            return self._window.obj
+        return memoryview(self._window.obj)[self._start : self._start + total]
+
+    @property
+    def magic(self):
+        return self._magic
+
+    @property
+    def base_offset(self):
+        return self._base_offset
+
+    @property
+    def last_offset_delta(self):
+        return self._last_offset_delta
+
+    @property
+    def last_offset(self):
+        # Summed as Python ints: a hostile header must not wrap around int64.
+        return <object>self._base_offset + self._last_offset_delta
+
+    @property
+    def next_offset(self):
+        return <object>self._base_offset + self._last_offset_delta + 1
+
+    @property
+    def size_in_bytes(self):
+        return self._length + LOG_OVERHEAD
+
+    @property
+    def checksum(self):
+        return self._crc
+
+    @property
+    def attributes(self):
+        return self._attributes
+
+    @property
+    def base_timestamp(self):
+        """Header field at byte 27: the first record's timestamp, or the delete horizon (attribute bit 6)."""
+        return self._base_timestamp
+
+    @property
+    def first_timestamp(self):
+        return self._base_timestamp
+
+    @property
+    def max_timestamp(self):
+        return self._max_timestamp
+
+    @property
+    def is_transactional(self):
+        return bool(self._attributes & 0x10)
+
+    @property
+    def is_control(self):
+        return bool(self._attributes & 0x20)
+
+    @property
+    def has_delete_horizon(self):
+        return bool(self._attributes & 0x40)
+
+    @property
+    def delete_horizon_ms(self):
+        return self._base_timestamp if self._attributes & 0x40 else None
+
+    @property
+    def producer_id(self):
+        return self._producer_id
+
+    @property
+    def producer_epoch(self):
+        return self._producer_epoch
+
+    @property
+    def base_sequence(self):
+        return self._base_sequence
+
+    @property
+    def last_sequence(self):
+        """Kafka's sequence arithmetic: wraps from ``Int.MAX`` to 0; -1 without a sequence."""
+        cdef int64_t base = self._base_sequence
+        cdef int64_t delta = self._last_offset_delta
+        if base == -1:
+            return -1
+        if base > _INT32_MAX - delta:
+            return delta - (_INT32_MAX - base) - 1
+        return base + delta
+
+    @property
+    def partition_leader_epoch(self):
+        return self._partition_leader_epoch
+
+    @property
+    def records_count(self):
+        """The header's record count (outside the compressed area)."""
+        return self._records_count
+
+    def count_records(self):
+        """The header's record count. O(1)."""
+        return self._records_count
+
+    def compute_checksum(self):
+        """CRC-32C of bytes ``[21, size)`` (attributes to the end). O(size)."""
+        return self._window.crc_at(self._start, self._length + LOG_OVERHEAD)
+
+    def ensure_valid(self):
+        """Kafka's ``ensureValid``: magic 2, size >= 61 and the stored CRC matches. O(size)."""
+        cdef uint32_t computed
+        if self._magic != MAGIC_V2:
+            raise UnsupportedMagicError(f"record batch has unknown magic {self._magic}", position=16)
+        computed = self._window.crc_at(self._start, self._length + LOG_OVERHEAD)
+        if computed != self._crc:
+            raise CorruptRecordError(
+                f"record batch is corrupt (stored crc = {self._crc}, computed crc = {computed})", position=CRC_OFFSET
+            )
+        if self._records_count < 0:
+            raise CorruptRecordError(f"found invalid record count {self._records_count}", position=57)
+
+
+cdef inline void _unpack(RecordBatchHeader batch, _Window window, Py_ssize_t start) noexcept:
+    """Fill the header fields from window bytes [start, start + 61), which the caller checked exist."""
+    cdef const uint8_t *p = window.data + start
+    batch._window = window
+    batch._start = start
+    batch._base_offset = <int64_t>load_be64(p)
+    batch._length = <int32_t>load_be32(p + 8)
+    batch._partition_leader_epoch = <int32_t>load_be32(p + 12)
+    batch._magic = <int8_t>p[16]
+    batch._crc = load_be32(p + 17)
+    batch._attributes = <int16_t>load_be16(p + 21)
+    batch._last_offset_delta = <int32_t>load_be32(p + 23)
+    batch._base_timestamp = <int64_t>load_be64(p + 27)
+    batch._max_timestamp = <int64_t>load_be64(p + 35)
+    batch._producer_id = <int64_t>load_be64(p + 43)
+    batch._producer_epoch = <int16_t>load_be16(p + 51)
+    batch._base_sequence = <int32_t>load_be32(p + 53)
+    batch._records_count = <int32_t>load_be32(p + 57)
+
+
+cdef class FileBatch:
+    """A batch found in a file: where it starts, a lazy view of its bytes and the file (None in memory)."""
+
+    cdef readonly Py_ssize_t position
+    cdef readonly object batch
+    cdef readonly object path
+
+    def __init__(self, Py_ssize_t position, batch, path=None):
+        self.position = position
+        self.batch = batch
+        self.path = path
+
+    def iter_records(self, limits=None, *, check_crc=True):
+        """``RecordBatch.iter_records`` with every error naming the file and its position in the file.
+        O(size) time, O(largest record) memory."""
+        if limits is None:
+            records = self.batch.iter_records(check_crc=check_crc)
+        else:
+            records = self.batch.iter_records(limits, check_crc=check_crc)
+        try:
+            yield from records
+        except StorageFormatError as err:
+            raise err.at(self.path, position_base=self.position) from None
+
+    def ensure_valid(self):
+        """``RecordBatch.ensure_valid`` (the CRC; a legacy wrapper's too) with the error naming the file and its
+        position in the file. O(size)."""
+        try:
+            self.batch.ensure_valid()
+        except StorageFormatError as err:
+            raise err.at(self.path, position_base=self.position) from None
+
+    @property
+    def size_in_bytes(self):
+        return self.batch.size_in_bytes
+
+    @property
+    def end_position(self):
+        return self.position + self.batch.size_in_bytes
+
+    def __repr__(self):
+        return f"FileBatch(position={self.position}, batch={self.batch!r}, path={self.path!r})"
+
+
+cdef object _batch_in(_Window window, Py_ssize_t local, Py_ssize_t total, Py_ssize_t position, object path):
+    """The batch object for window bytes [local, local + total) (whole, checked by the caller), chosen by its
+    magic as ``segments.file_records.batch_view`` does; errors located at ``position`` of ``path``."""
+    cdef RecordBatchHeader batch
+    cdef uint8_t magic = window.data[local + 16]
+    if magic == 0 or magic == 1:
+        try:
+            return _legacy_type(memoryview(window.obj)[local : local + total])
+        except CorruptRecordError as err:
+            raise err.at(path, position_base=position) from None
+    if total < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(
+            f"record batch is corrupt (the size {total} is smaller than the minimum allowed overhead "
+            f"{RECORD_BATCH_OVERHEAD})",
+            path=path,
+            position=position,
+        )
+    batch = RecordBatchHeader.__new__(_default_type)
+    _unpack(batch, window, local)
+    return batch
+
+
+cdef class BatchWalk:
+    """Kafka's batch iteration over bytes ``[start, limit)`` (see ``segments.file_records.walk_batches``): an
+    iterator of :class:`FileBatch`. O(bytes) over the whole walk, O(1) Python objects per batch."""
+
+    cdef object _read
+    cdef object _path
+    cdef Py_ssize_t _position
+    cdef Py_ssize_t _limit
+    cdef int64_t _max_batch_size
+    cdef _Window _window
+    cdef Py_ssize_t _window_start
+    cdef Py_ssize_t _window_size
+    cdef bint _done
+
+    def __init__(self, read, Py_ssize_t start, Py_ssize_t limit, *, path=None, max_batch_size=None, buffer=None):
+        """``read(position, size)`` fetches windows; with ``buffer`` the whole walk reads that buffer (positions
+        are offsets in it) and ``read`` is not called."""
+        if _default_type is None:
+            raise RuntimeError("segments._native.batches.register() was not called")
+        self._read = read
+        self._path = path
+        self._position = start
+        self._limit = limit
+        self._max_batch_size = -1 if max_batch_size is None else max_batch_size
+        self._window_size = FIRST_WINDOW_BYTES // 2
+        self._window_start = 0
+        self._done = False
+        if buffer is not None:
+            self._window = _window_of(buffer)
+            self._window_size = -1
+        else:
+            self._window = _window_of(b"")
+            self._window_start = start
+
+    def __iter__(self):
+        return self
+
+    cdef bint _fetch(self, Py_ssize_t at_least) except -1:
+        """Read the next window at the current position (at least ``at_least`` bytes asked); False when the
+        read came back shorter than ``at_least`` (the file ended or shrank)."""
+        cdef Py_ssize_t want
+        if self._window_size < 0:
+            # A whole-buffer walk: everything is already in the window.
+            return False
+        self._window_size = min(self._window_size * 2, <Py_ssize_t>WINDOW_BYTES)
+        want = max(min(self._window_size, self._limit - self._position), at_least)
+        self._window = _window_of(self._read(self._position, want))
+        self._window_start = self._position
+        return self._window.size >= at_least
+
+    cdef bint _advance(self, Py_ssize_t *local_out, Py_ssize_t *total_out) except -1:
+        """Locate the batch at the current position in the window (fetching as needed), with Kafka's file rule:
+        False at the end (17 bytes or fewer left, a partial batch, a file that shrank), the size errors raised.
+        The position is not moved."""
+        cdef Py_ssize_t position = self._position
+        cdef Py_ssize_t local, total
+        cdef int32_t size
+        if self._done or self._limit - position <= HEADER_SIZE_UP_TO_MAGIC:
+            # Kafka's FileLogInputStream stops unless *more* than 17 bytes remain.
+            self._done = True
+            return False
+        local = position - self._window_start
+        if local + HEADER_SIZE_UP_TO_MAGIC > self._window.size:
+            if not self._fetch(HEADER_SIZE_UP_TO_MAGIC):
+                self._done = True
+                return False
+            local = 0
+        size = <int32_t>load_be32(self._window.data + local + 8)
+        if size < RECORD_OVERHEAD_V0:
+            self._done = True
+            raise CorruptRecordError(
+                f"found record size {size} smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+                path=self._path,
+                position=position,
+            )
+        if self._max_batch_size >= 0 and size > self._max_batch_size:
+            self._done = True
+            raise RecordTooLargeError(
+                f"found record size {size} larger than the maximum allowed {self._max_batch_size}",
+                path=self._path,
+                position=position,
+            )
+        total = LOG_OVERHEAD + <Py_ssize_t>size
+        if position + total > self._limit:
+            self._done = True
+            return False
+        if local + total > self._window.size:
+            if not self._fetch(total):
+                # The file shrank under this reader (a concurrent truncation): the log ends here.
+                self._done = True
+                return False
+            local = 0
+        local_out[0] = local
+        total_out[0] = total
+        return True
+
+    def __next__(self):
+        cdef Py_ssize_t position = self._position
+        cdef Py_ssize_t local = 0, total = 0
+        cdef object batch
+        if not self._advance(&local, &total):
+            raise StopIteration
+        try:
+            batch = _batch_in(self._window, local, total, position, self._path)
+        except BaseException:
+            self._done = True
+            raise
+        self._position = position + total
+        return _file_batch(position, batch, self._path)
+
+
+cdef inline FileBatch _file_batch(Py_ssize_t position, object batch, object path):
+    cdef FileBatch found = FileBatch.__new__(FileBatch)
+    found.position = position
+    found.batch = batch
+    found.path = path
+    return found
+
+
+cdef enum:
+    LOCATE_FOUND = 0
+    LOCATE_END = 1
+    LOCATE_BAD_SIZE = 2
+    LOCATE_SHORT_V2 = 3
+    LOCATE_IO_ERROR = 4
+
+
+cdef int _pread_full(int fd, uint8_t *buf, Py_ssize_t size, int64_t position, Py_ssize_t *got) noexcept nogil:
+    """Read up to ``size`` bytes at ``position`` (short only at the end of the file); 0 or the errno."""
+    cdef Py_ssize_t n
+    got[0] = 0
+    while got[0] < size:
+        n = pread(fd, buf + got[0], <size_t>(size - got[0]), <off_t>(position + got[0]))
+        if n < 0:
+            if errno == EINTR:
+                continue
+            return errno
+        if n == 0:
+            break
+        got[0] += n
+    return 0
+
+
+def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bint by_timestamp=False, path=None):
+    """Kafka's ``FileRecords.searchForOffsetWithSize`` over the open file ``fd``: ``(last offset, position,
+    size)`` of the first batch from byte ``start`` whose last offset is >= ``target`` (``by_timestamp``: whose max
+    timestamp is >= ``target``, the batch ``searchForTimestamp`` opens), or None. Reads batch
+    headers only (one ``pread`` of at most 61 bytes per batch, GIL released over the whole hop), with the walk's
+    rule and errors (see :class:`BatchWalk`): the end of ``limit`` or of the file ends the search; a size below the
+    minimum overhead, or a magic-2 batch shorter than its header, raises :class:`CorruptRecordError` at its
+    position. O(batches skipped)."""
+    cdef uint8_t header[RECORD_BATCH_OVERHEAD]
+    cdef Py_ssize_t position = start
+    cdef Py_ssize_t got = 0
+    cdef Py_ssize_t total = 0
+    cdef int64_t last = 0
+    cdef int64_t base = 0
+    cdef int32_t delta = 0
+    cdef int64_t key = 0
+    cdef int32_t size = 0
+    cdef int status = LOCATE_END
+    cdef int err = 0
+    with nogil:
+        while limit - position > HEADER_SIZE_UP_TO_MAGIC:
+            err = _pread_full(fd, header, min(<Py_ssize_t>RECORD_BATCH_OVERHEAD, limit - position), position, &got)
+            if err != 0:
+                status = LOCATE_IO_ERROR
+                break
+            if got < HEADER_SIZE_UP_TO_MAGIC:
+                break
+            size = <int32_t>load_be32(header + 8)
+            if size < RECORD_OVERHEAD_V0:
+                status = LOCATE_BAD_SIZE
+                break
+            total = LOG_OVERHEAD + <Py_ssize_t>size
+            if position + total > limit:
+                break
+            if header[16] == 0 or header[16] == 1:
+                # A legacy entry's offset is its last (a compressed wrapper carries its last inner offset); only
+                # magic 1 has a timestamp (after crc, magic and attributes).
+                base = <int64_t>load_be64(header)
+                delta = 0
+                last = base
+                key = <int64_t>load_be64(header + 18) if header[16] == 1 and total >= 34 and got >= 26 else -1
+            elif total < RECORD_BATCH_OVERHEAD:
+                status = LOCATE_SHORT_V2
+                break
+            elif got < RECORD_BATCH_OVERHEAD:
+                # The file shrank under this reader (a concurrent truncation): the log ends here.
+                break
+            else:
+                base = <int64_t>load_be64(header)
+                delta = <int32_t>load_be32(header + 23)
+                last = _sat_add(base, delta)
+                key = <int64_t>load_be64(header + 35)
+            if (key if by_timestamp else last) >= target:
+                status = LOCATE_FOUND
+                break
+            position += total
+    if status == LOCATE_FOUND:
+        # Summed as Python ints: a hostile header's last offset may lie outside int64, as Kafka's long wraps.
+        return <object>base + <object>delta, position, total
+    if status == LOCATE_END:
+        return None
+    if status == LOCATE_BAD_SIZE:
+        raise CorruptRecordError(
+            f"found record size {size} smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+            path=path,
+            position=position,
+        )
+    if status == LOCATE_SHORT_V2:
+        raise CorruptRecordError(
+            f"record batch is corrupt (the size {total} is smaller than the minimum allowed overhead "
+            f"{RECORD_BATCH_OVERHEAD})",
+            path=path,
+            position=position,
+        )
+    raise OSError(err, f"{os.strerror(err)} (read of a batch header at position {position})", path)
+
+
+def find_record_by_timestamp(region, int32_t count, int64_t base_offset, int64_t base_timestamp,
+                             log_append_time, int64_t target, int64_t starting_offset, int64_t max_record_bytes):
+    """``(timestamp, offset)`` of the first record of a magic-2 records region (uncompressed, ``count`` records)
+    whose timestamp is >= ``target`` and offset >= ``starting_offset``, or None: the record loop of Kafka's
+    ``FileRecords.searchForTimestamp``, reading each record's length, timestamp delta and offset delta only (keys,
+    values and headers are skipped by length) and stopping at the answer, as Kafka's lazy iterator does.
+    ``log_append_time`` is the batch's max timestamp for a LogAppendTime batch (every record reports it), else
+    None.
+    Raises :class:`RecordTooLargeError` / :class:`CorruptRecordError` at the record's position in the region for
+    a length above ``max_record_bytes``, a length past the region, or deltas past the record. O(records
+    scanned), no GIL held."""
+    cdef const uint8_t[::1] view = region
+    cdef const uint8_t *data = &view[0] if view.shape[0] else NULL
+    cdef size_t end = view.shape[0]
+    cdef size_t pos = 0
+    cdef size_t start = 0
+    cdef size_t body_end
+    cdef int32_t body = 0
+    cdef int64_t timestamp_delta = 0
+    cdef int32_t offset_delta = 0
+    cdef int64_t timestamp = 0
+    cdef int64_t offset = 0
+    cdef int32_t i
+    cdef int status = 0
+    cdef bint append_time = log_append_time is not None
+    cdef int64_t append_timestamp = log_append_time if append_time else 0
+    # 0 = not found, 1 = found, 2 = bad length varint, 3 = too large, 4 = bad size, 5 = body too short.
+    with nogil:
+        for i in range(max(count, 0)):
+            start = pos
+            if read_varint(data, end, &pos, &body) != WIRE_OK:
+                status = 2
+                break
+            if body > max_record_bytes:
+                status = 3
+                break
+            if body < 0 or <size_t>body > end - pos:
+                status = 4
+                break
+            body_end = pos + <size_t>body
+            if pos >= body_end:
+                status = 5
+                break
+            pos += 1  # attributes: unused
+            if read_varlong(data, body_end, &pos, &timestamp_delta) != WIRE_OK or \
+                    read_varint(data, body_end, &pos, &offset_delta) != WIRE_OK:
+                status = 6
+                break
+            timestamp = append_timestamp if append_time else _sat_add(base_timestamp, timestamp_delta)
+            offset = _sat_add(base_offset, offset_delta)
+            if timestamp >= target and offset >= starting_offset:
+                status = 1
+                break
+            pos = body_end
+    if status == 0:
+        return None
+    if status == 1:
+        if append_time:
+            return log_append_time, <object>base_offset + <object>offset_delta
+        return <object>base_timestamp + <object>timestamp_delta, <object>base_offset + <object>offset_delta
+    if status == 2:
+        raise CorruptRecordError("buffer ends inside a varint", position=start)
+    if status == 3:
+        raise RecordTooLargeError(f"record of {body} bytes exceeds the limit of {max_record_bytes}", position=start)
+    if status == 4:
+        raise CorruptRecordError(
+            f"invalid record size: expected {body} bytes in record payload, but only {end - pos} remain",
+            position=start,
+        )
+    if status == 5:
+        raise CorruptRecordError("record ends before its attributes byte", position=start)
+    raise CorruptRecordError("record ends inside its timestamp or offset delta", position=start)
+
+
+cdef int64_t _MAX_RELATIVE_OFFSET = 2147483647
+
+
+cdef class _Entries:
+    """A growing buffer of big-endian index entries (the bytes an index file holds)."""
+
+    cdef bytearray data
+    cdef Py_ssize_t used
+
+    def __cinit__(self):
+        self.data = bytearray(4096)
+        self.used = 0
+
+    cdef uint8_t *reserve(self, Py_ssize_t n) except NULL:
+        cdef Py_ssize_t size = len(self.data)
+        if self.used + n > size:
+            self.data.extend(bytes(max(size, n)))
+        return <uint8_t *>PyByteArray_AS_STRING(self.data) + self.used
+
+    cdef bytes take(self):
+        return bytes(memoryview(self.data)[: self.used])
+
+
+cdef class RecoveryScan(BatchWalk):
+    """Kafka's ``LogSegment.recover`` loop over a segment's ``.log`` (header walk, CRC, offset continuity, index
+    entries by the ``index.interval.bytes`` rule, max timestamp), compiled: no Python object per batch, CRCs
+    computed per run of batches with the GIL released.
+
+    Iterating it yields only the magic-2 batches whose bookkeeping needs Python (producer state, transactions,
+    leader epochs): a batch with a producer id, the first batch of each leader-epoch run, and the latest other
+    batch before each of those and before the end (its producer-state effect, the map end offset, is what the
+    skipped ones would have left). A yielded batch with a producer id counts as valid only when the next item is
+    asked, so an error raised while handling it leaves :attr:`valid_bytes` at its start, as in Kafka's loop.
+
+    The scan ends at the end of the file, a partial batch, or the first invalid batch, whose error is raised
+    (``CorruptRecordError``, or ``InvalidOffsetError`` from ``check_continues``); an index entry the index would
+    refuse ends it with :attr:`rejected_entry` set instead (the caller replays that append to raise the index's
+    own error). Afterwards :attr:`offset_entries` / :attr:`time_entries` hold the index files' bytes. O(bytes).
+    """
+
+    cdef int64_t _base_offset
+    cdef bint _has_next_base
+    cdef int64_t _next_base
+    cdef int64_t _interval
+    cdef object _check_continues
+    cdef int64_t _offset_capacity
+    cdef int64_t _time_capacity
+    cdef int64_t _next_offset
+    cdef readonly Py_ssize_t batches
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t offset_of_max_timestamp
+    cdef readonly Py_ssize_t last_index_entry
+    cdef readonly object rejected_entry
+    cdef _Entries _offsets
+    cdef _Entries _times
+    cdef Py_ssize_t _offset_count
+    cdef Py_ssize_t _time_count
+    cdef int64_t _last_index_offset
+    cdef int64_t _last_time_timestamp
+    cdef int64_t _last_time_offset
+    cdef bint _pending
+    cdef Py_ssize_t _pending_total
+    cdef bint _have_epoch
+    cdef int32_t _epoch
+    cdef bint _quiet
+    cdef _Window _quiet_window
+    cdef Py_ssize_t _quiet_local
+    cdef Py_ssize_t _quiet_position
+    cdef object _held
+    cdef bint _finished
+
+    def __init__(self, read, Py_ssize_t limit, int64_t base_offset, next_segment_base, int64_t index_interval_bytes,
+                 int64_t offset_index_capacity, int64_t time_index_capacity, check_continues, *, path=None):
+        """``read(position, size)`` fetches the ``.log`` bytes ``[0, limit)``; ``*_capacity`` are the indexes' slot
+        counts at their maximum size; ``check_continues(first, last, next_offset, next_segment_base, position)``
+        raises for offsets that do not continue the segment."""
+        BatchWalk.__init__(self, read, 0, limit, path=path)
+        self._base_offset = base_offset
+        self._has_next_base = next_segment_base is not None
+        self._next_base = next_segment_base if self._has_next_base else 0
+        self._interval = index_interval_bytes
+        self._offset_capacity = offset_index_capacity
+        self._time_capacity = time_index_capacity
+        self._check_continues = check_continues
+        self._next_offset = base_offset
+        self.batches = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.last_index_entry = 0
+        self.rejected_entry = None
+        self._offsets = _Entries()
+        self._times = _Entries()
+        self._last_index_offset = 0
+        self._last_time_timestamp = -1
+        self._last_time_offset = base_offset
+        self._held = None
+
+    @property
+    def valid_bytes(self):
+        """Bytes of the batches accepted so far (the start of the batch being handled). O(1)."""
+        return self._position
+
+    @property
+    def offset_entries(self):
+        """The ``.index`` bytes of the entries found. O(entries)."""
+        return self._offsets.take()
+
+    @property
+    def time_entries(self):
+        """The ``.timeindex`` bytes of the entries found. O(entries)."""
+        return self._times.take()
+
+    def __next__(self):
+        cdef object item
+        if self._held is not None:
+            item, self._held = self._held, None
+            if isinstance(item, BaseException):
+                raise item
+            return item
+        if self._pending:
+            self._position += self._pending_total
+            self.batches += 1
+            self._pending = False
+        if self._finished:
+            raise StopIteration
+        try:
+            return self._scan()
+        except (CorruptRecordError, InvalidOffsetError) as err:
+            return self._end(err)
+
+    cdef object _end(self, object error):
+        """Finish: show the latest quiet batch first (if any), then raise ``error`` or stop."""
+        cdef object quiet
+        self._finished = True
+        self._done = True
+        if self._quiet:
+            self._quiet = False
+            quiet = _file_batch(self._quiet_position, _view_in(self._quiet_window, self._quiet_local), self._path)
+            self._held = error
+            return quiet
+        if error is not None:
+            raise error
+        raise StopIteration
+
+    cdef object _scan(self):
+        """Accept batches until one needs Python (returned) or the scan ends (``_end``)."""
+        cdef Py_ssize_t position, local = 0, total = 0
+        cdef const uint8_t *p
+        cdef uint8_t magic
+        cdef int64_t first, last, timestamp, producer_id, base, relative
+        cdef int32_t delta = 0, epoch, count
+        cdef uint32_t stored, computed
+        cdef bint event
+        cdef object legacy, found, quiet
+        while True:
+            position = self._position
+            if not self._advance(&local, &total):
+                return self._end(None)
+            p = self._window.data + local
+            magic = p[16]
+            if magic == 0 or magic == 1:
+                try:
+                    legacy = _legacy_type(memoryview(self._window.obj)[local : local + total])
+                    legacy.ensure_valid()
+                except CorruptRecordError as err:
+                    raise err.at(self._path, position_base=position) from None
+                last = legacy.last_offset
+                # A legacy wrapper's base offset needs decompression; its last offset carries the same check.
+                first = last
+                timestamp = legacy.max_timestamp
+            else:
+                if total < RECORD_BATCH_OVERHEAD:
+                    raise CorruptRecordError(
+                        f"record batch is corrupt (the size {total} is smaller than the minimum allowed overhead "
+                        f"{RECORD_BATCH_OVERHEAD})",
+                        path=self._path,
+                        position=position,
+                    )
+                if magic != MAGIC_V2:
+                    raise UnsupportedMagicError(
+                        f"record batch has unknown magic {<int8_t>magic}", path=self._path, position=position + 16
+                    )
+                stored = load_be32(p + CRC_OFFSET)
+                computed = self._window.crc_at(local, total)
+                if computed != stored:
+                    raise CorruptRecordError(
+                        f"record batch is corrupt (stored crc = {stored}, computed crc = {computed})",
+                        path=self._path,
+                        position=position + CRC_OFFSET,
+                    )
+                count = <int32_t>load_be32(p + 57)
+                if count < 0:
+                    raise CorruptRecordError(f"found invalid record count {count}", path=self._path, position=position + 57)
+                base = <int64_t>load_be64(p)
+                delta = <int32_t>load_be32(p + 23)
+                first = base
+                last = _sat_add(base, delta)
+                timestamp = <int64_t>load_be64(p + 35)
+            if (_sat_add(last, -self._base_offset) > _MAX_RELATIVE_OFFSET or first < self._next_offset
+                    or (self._has_next_base and last >= self._next_base)):
+                # check_continues raises (its message is the one implementation of the rule); the sum is exact
+                # in Python should a hostile header overflow int64.
+                try:
+                    self._check_continues(
+                        first, (<object>first + <object>delta) if magic >= MAGIC_V2 else last, self._next_offset,
+                        self._next_base if self._has_next_base else None, position,
+                    )
+                except IndexOffsetOverflowError as err:
+                    # A legacy wrapper continuing the segment (its first inner offset too: decompressing a damaged
+                    # one raises CorruptRecordError, i.e. damage) after batches that fit is a real overflow, which
+                    # the loader splits. A v2 batch's base offset is outside its CRC, so there it is damage, and so
+                    # is a first batch that does not fit (Kafka names a segment after its first batch).
+                    if magic < MAGIC_V2 and self.batches > 0 and legacy.base_offset >= self._next_offset:
+                        raise LogSegmentOffsetOverflowError(err.message, path=err.path, position=err.position) from None
+                    raise
+            self._next_offset = _sat_add(last, 1)
+            if timestamp > self.max_timestamp:
+                self.max_timestamp = timestamp
+                self.offset_of_max_timestamp = last
+            if position - self.last_index_entry > self._interval:
+                if not self._index_entry(last, position):
+                    self.rejected_entry = (last, position, self.max_timestamp, self.offset_of_max_timestamp)
+                    return self._end(None)
+                self.last_index_entry = position
+            if magic < MAGIC_V2:
+                self._position = position + total
+                self.batches += 1
+                continue
+            producer_id = <int64_t>load_be64(p + 43)
+            epoch = <int32_t>load_be32(p + 12)
+            event = producer_id != -1 or not self._have_epoch or epoch != self._epoch
+            self._have_epoch = True
+            self._epoch = epoch
+            if not event:
+                self._quiet = True
+                self._quiet_window = self._window
+                self._quiet_local = local
+                self._quiet_position = position
+                self._position = position + total
+                self.batches += 1
+                continue
+            found = _file_batch(position, _view_in(self._window, local), self._path)
+            self._pending = True
+            self._pending_total = total
+            if self._quiet:
+                self._quiet = False
+                quiet = _file_batch(self._quiet_position, _view_in(self._quiet_window, self._quiet_local), self._path)
+                self._held = found
+                return quiet
+            return found
+
+    cdef bint _index_entry(self, int64_t offset, Py_ssize_t position) except -1:
+        """Append ``(offset, position)`` to the offset index and the running max to the time index with the
+        indexes' rules; False (nothing appended) when either would refuse it."""
+        cdef int64_t relative = _sat_add(offset, -self._base_offset)
+        cdef int64_t timestamp = self.max_timestamp
+        cdef int64_t time_offset = self.offset_of_max_timestamp
+        cdef int64_t time_relative = _sat_add(time_offset, -self._base_offset)
+        cdef uint8_t *out
+        if (self._offset_count >= self._offset_capacity
+                or (self._offset_count > 0 and offset <= self._last_index_offset)
+                or relative < 0 or relative > _MAX_RELATIVE_OFFSET
+                or position > _INT32_MAX):
+            return False
+        # TimeIndex.maybe_append: the last slot is reserved; order checks before the equal-timestamp skip.
+        if (self._time_count >= self._time_capacity - 1
+                or (self._time_count > 0
+                    and (time_offset < self._last_time_offset or timestamp < self._last_time_timestamp))
+                or (timestamp > self._last_time_timestamp and (time_relative < 0 or time_relative > _MAX_RELATIVE_OFFSET))):
+            return False
+        out = self._offsets.reserve(8)
+        store_be32(out, <uint32_t>relative)
+        store_be32(out + 4, <uint32_t>position)
+        self._offsets.used += 8
+        self._offset_count += 1
+        self._last_index_offset = offset
+        if timestamp > self._last_time_timestamp:
+            out = self._times.reserve(12)
+            store_be64(out, <uint64_t>timestamp)
+            store_be32(out + 8, <uint32_t>time_relative)
+            self._times.used += 12
+            self._time_count += 1
+            self._last_time_timestamp = timestamp
+            self._last_time_offset = time_offset
+        return True
+
+
+cdef object _view_in(_Window window, Py_ssize_t local):
+    """The magic-2 batch object over a whole batch of the window at ``local`` (validated by the caller)."""
+    cdef RecordBatchHeader batch = RecordBatchHeader.__new__(_default_type)
+    _unpack(batch, window, local)
+    return batch
