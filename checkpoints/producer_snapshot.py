@@ -20,9 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from os import PathLike
 
-import crc32c
-
 from checkpoints.atomic import atomic_write_bytes
+from segments._native.crc import crc32c
 from segments.errors import CorruptSnapshotError
 from segments.java_numbers import check_java_int
 from segments.naming import offset_from_file_name
@@ -92,7 +91,7 @@ def parse_producer_snapshot(data: bytes, path: str | PathLike[str] | None = None
             path=path,
             position=min(len(data), expected_size),
         )
-    computed_crc = crc32c.crc32c(memoryview(data)[_CRC_START:])
+    computed_crc = crc32c(memoryview(data)[_CRC_START:])
     if computed_crc != stored_crc:
         raise CorruptSnapshotError(
             f"CRC mismatch (stored 0x{stored_crc:08x}, computed 0x{computed_crc:08x})",
@@ -116,7 +115,7 @@ def serialize_producer_snapshot(entries: Sequence[ProducerSnapshotEntry]) -> byt
             entry.coordinator_epoch,
             entry.current_txn_first_offset,
         )
-    struct.pack_into(">I", body, _CRC_POSITION, crc32c.crc32c(memoryview(body)[_CRC_START:]))
+    struct.pack_into(">I", body, _CRC_POSITION, crc32c(memoryview(body)[_CRC_START:]))
     return bytes(body)
 
 

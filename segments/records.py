@@ -23,9 +23,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from crc32c import crc32c
-
 from segments._native.batches import RecordBatchHeader
+from segments._native.crc import crc32c
 
 # The record objects and the record codec are native (segments/_native/records.pyx); re-exported here.
 from segments._native.records import Header as Header

@@ -42,11 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from crc32c import crc32c
-
 from logmgr.cleaner.offset_map import SkimpyOffsetMap
 from logmgr.config import LogConfig
 from logmgr.errors import LogmgrError
+from segments._native.crc import crc32c
 from segments.log_segment import LogSegment
 from segments.naming import (
     CLEANED_SUFFIX,
