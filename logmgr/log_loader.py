@@ -26,6 +26,7 @@ manager's progress log) can report it.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from checkpoints.atomic import fsync_dir, remove_temporaries
+from checkpoints.atomic import TMP_SUFFIX, fsync_dir, remove_temporaries
 from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT_FILE
 from checkpoints.partition_metadata import PARTITION_METADATA_FILE
 from logmgr.clock import Clock, SystemClock
@@ -63,6 +64,7 @@ from segments.naming import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     PartitionDirName,
+    filename_prefix_from_offset,
     log_file,
     offset_from_file_name,
     offset_index_file,
@@ -70,6 +72,7 @@ from segments.naming import (
     transaction_index_file,
 )
 from segments.records import MAGIC_V2, RecordBatch
+from segments.transaction_index import AbortedTxn
 from segments.transactions import TransactionTracker
 
 logger = logging.getLogger("logmgr.loader")
@@ -79,6 +82,8 @@ _JITTER_RNG = random.Random()
 
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, *_INDEX_SUFFIXES)
+_NAME_DIGITS = len(filename_prefix_from_offset(0))
 
 
 def load_log(
@@ -106,12 +111,13 @@ def load_log(
     parsed = PartitionDirName.parse(partition_dir.name)
     stats = RecoveryStats()
     is_deleted_dir = parsed.kind == "delete"
-    _complete_swaps_and_remove_temporaries(partition_dir, stats)
+    files = _complete_swaps_and_remove_temporaries(partition_dir, stats)
     while True:
         producer_state = ProducerStateManager(partition_dir, producer_id_expiration_ms, clock)
         leader_epochs = LeaderEpochCache(partition_dir)
         segments = LogSegments()
-        needs_recovery = _open_segments(partition_dir, config, segments, stats, clock)
+        needs_recovery = _open_segments(partition_dir, files or _list_files(partition_dir), config, segments, stats, clock)
+        files = None
         context = _LoadContext(partition_dir, config, segments, producer_state, leader_epochs, stats, log_start_offset)
         try:
             for segment in needs_recovery:
@@ -171,11 +177,14 @@ def load_log(
     return log
 
 
-def _open_segment(partition_dir: Path, base_offset: int, config: LogConfig, clock: Clock, *, create: bool) -> LogSegment:
+def _open_segment(
+    partition_dir: Path, base_offset: int, config: LogConfig, clock: Clock, *, create: bool, size: int | None = None
+) -> LogSegment:
     return LogSegment.open(
         partition_dir,
         base_offset,
         create=create,
+        size=size,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
         roll_jitter_ms=config.random_segment_jitter(_JITTER_RNG),
@@ -191,27 +200,43 @@ def _is_partition_temporary_target(name: str) -> bool:
     return name.endswith((SNAPSHOT_SUFFIX, KEY_INDEX_SUFFIX)) and _offset_or_none(name) is not None
 
 
-def _complete_swaps_and_remove_temporaries(partition_dir: Path, stats: RecoveryStats) -> None:
-    """Step 1 of §6.4, plus the temporaries of interrupted atomic writes."""
-    for name in remove_temporaries(partition_dir, _is_partition_temporary_target):
-        stats.actions.append(f"removed {name} (temporary of an interrupted write)")
+def _list_files(partition_dir: Path) -> dict[str, os.DirEntry[str]]:
+    """The regular files of ``partition_dir`` (links to one included, as ``Path.is_file`` counts them) by name:
+    one directory read, file types from the listing (no stat). O(entries)."""
+    with os.scandir(partition_dir) as entries:
+        return {entry.name: entry for entry in entries if entry.is_file()}
+
+
+def _complete_swaps_and_remove_temporaries(
+    partition_dir: Path, stats: RecoveryStats
+) -> dict[str, os.DirEntry[str]] | None:
+    """Step 1 of §6.4, plus the temporaries of interrupted atomic writes. Returns the directory's listing when
+    nothing changed it (a clean dir: step 2 reuses it), else None. O(entries)."""
+    files = _list_files(partition_dir)
+    changed = False
+    if any(name.endswith(TMP_SUFFIX) for name in files):
+        for name in remove_temporaries(partition_dir, _is_partition_temporary_target):
+            stats.actions.append(f"removed {name} (temporary of an interrupted write)")
+            del files[name]
+            changed = True
     swaps: list[Path] = []
     min_cleaned: int | None = None
-    for path in sorted(partition_dir.iterdir()):
-        if not path.is_file():
-            continue
-        name = path.name
+    for name in sorted(files):
         if name.endswith(DELETED_SUFFIX) and not name.endswith(CHECKPOINT_SUFFIX + DELETED_SUFFIX):
-            path.unlink()
+            (partition_dir / name).unlink()
             stats.actions.append(f"removed {name} (pending delete)")
+            changed = True
         elif name.endswith(CLEANED_SUFFIX):
             offset = _offset_or_none(name)
             if offset is not None:
                 min_cleaned = offset if min_cleaned is None else min(min_cleaned, offset)
-            path.unlink()
+            (partition_dir / name).unlink()
             stats.actions.append(f"removed {name} (unfinished cleaning)")
+            changed = True
         elif name.endswith(SWAP_SUFFIX):
-            swaps.append(path)
+            swaps.append(partition_dir / name)
+    if not swaps:
+        return None if changed else files
     kept = []
     for swap in swaps:
         offset = _offset_or_none(swap.name)
@@ -239,6 +264,7 @@ def _complete_swaps_and_remove_temporaries(partition_dir: Path, stats: RecoveryS
         final = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
         os.replace(swap, final)
         stats.actions.append(f"renamed {swap.name} to {final.name}")
+    return None
 
 
 def _next_offset_of_swap(path: Path) -> int:
@@ -257,29 +283,49 @@ def _offset_or_none(name: str) -> int | None:
 
 
 def _open_segments(
-    partition_dir: Path, config: LogConfig, segments: LogSegments, stats: RecoveryStats, clock: Clock
+    partition_dir: Path,
+    files: dict[str, os.DirEntry[str]],
+    config: LogConfig,
+    segments: LogSegments,
+    stats: RecoveryStats,
+    clock: Clock,
 ) -> list[LogSegment]:
-    """Step 2 of §6.4: open every segment; return those that need recovery."""
+    """Step 2 of §6.4 from the directory listing ``files``: a segment per ``.log``, nothing opened (each file
+    opens on first use; the ``.log`` size is the listing's stat); return those that need recovery. Only a
+    non-empty ``.txnindex`` is read, by Kafka's sanity check. A segment file that is a symbolic link is refused
+    here (``OSError(ELOOP)`` naming it), as opening it would be. O(files)."""
     needs_recovery: list[LogSegment] = []
-    files = sorted(p for p in partition_dir.iterdir() if p.is_file())
-    for path in files:
-        if path.name.endswith(_INDEX_SUFFIXES):
-            offset = _offset_or_none(path.name)
-            if offset is not None and not log_file(partition_dir, offset).exists():
-                path.unlink()
-                stats.actions.append(f"removed {path.name} (no .log)")
-    for path in files:
-        if not path.name.endswith(LOG_SUFFIX) or not path.exists():
+    names = sorted(files)
+    for name in names:
+        if name.endswith(_INDEX_SUFFIXES):
+            prefix = name[: name.find(".")]
+            if len(prefix) == _NAME_DIGITS and prefix.isascii() and prefix.isdigit() and prefix + LOG_SUFFIX in files:
+                # The .log of a canonically named index is there: no need to read the offset.
+                continue
+            offset = _offset_or_none(name)
+            if offset is not None and filename_prefix_from_offset(offset) + LOG_SUFFIX not in files:
+                (partition_dir / name).unlink()
+                stats.actions.append(f"removed {name} (no .log)")
+                del files[name]
+    for name in names:
+        if not name.endswith(LOG_SUFFIX):
             continue
-        base = offset_from_file_name(path.name)
-        index_missing = not path.with_name(path.name[: -len(LOG_SUFFIX)] + INDEX_SUFFIX).exists()
-        segment = _open_segment(partition_dir, base, config, clock, create=False)
-        try:
-            segment.txn_index.sanity_check()
-            txn_corrupt = False
-        except CorruptIndexError:
-            txn_corrupt = True
-        if index_missing or txn_corrupt:
+        base = offset_from_file_name(name)
+        prefix = name[: -len(LOG_SUFFIX)]
+        for kind in _SEGMENT_FILE_SUFFIXES:
+            entry = files.get(prefix + kind)
+            if entry is not None and entry.is_symlink():
+                raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", entry.path)
+        segment = _open_segment(partition_dir, base, config, clock, create=False, size=files[name].stat().st_size)
+        txn_corrupt = False
+        txn_entry = files.get(prefix + TXN_INDEX_SUFFIX)
+        if txn_entry is not None and txn_entry.stat().st_size >= AbortedTxn.SIZE:
+            try:
+                segment.txn_index.sanity_check()
+            except CorruptIndexError:
+                txn_corrupt = True
+            segment.txn_index.close()
+        if prefix + INDEX_SUFFIX not in files or txn_corrupt:
             needs_recovery.append(segment)
         segments.add(segment)
     return needs_recovery
@@ -360,8 +406,8 @@ class _LoadContext:
             detail = f"could not be recovered ({err}); truncated to empty"
         self.producer_state.take_snapshot(sync=True)
         if segment is not self.segments.last_segment():
-            # Recovery mapped its indexes; nobody reads the log yet, so let inactive segments reopen them lazily.
-            segment.release_indexes()
+            # Recovery opened its files; nobody reads the log yet, so let inactive segments reopen them lazily.
+            segment.release()
         self.stats.recovered_segments += 1
         self.stats.truncated_bytes += truncated
         self.stats.actions.append(

@@ -5,8 +5,9 @@ that, from RocketMQ:
 
 * **reader-safe deletion**: readers hold a segment (:meth:`SegmentReaders.hold`) while they read its bytes; a due
   segment that is still held is not closed. Once ``force_after_ms`` has passed since it became due, its files are
-  unlinked anyway (readers keep working on their open descriptors) and the descriptors are closed when the last
-  reader releases. No reader ever sees a closed file.
+  unlinked anyway (readers keep working on their open descriptors: the files of a segment never opened since
+  startup are opened just before) and the descriptors are closed when the last reader releases. No reader ever
+  sees a closed file.
 * **throttled deletion**: a pause of ``interval_ms`` between two physical deletions, so a burst of expired
   segments does not turn into a burst of disk I/O.
 
@@ -166,6 +167,9 @@ class SegmentDeleter:
                 self._sleep(self._interval_ms / 1000)
             files = entry.files
             try:
+                # A reader holding the segment (now, or taking it before the close below) keeps reading through
+                # descriptors; files a clean startup left unopened are opened before their names go.
+                entry.segment.pin()
                 for path in files:
                     path.unlink(missing_ok=True)
             except OSError as err:

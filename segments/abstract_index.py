@@ -322,6 +322,11 @@ class AbstractIndex(ABC, Generic[EntryT]):
         finally:
             os.close(fd)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the index was closed or deleted (unmapped for good). O(1)."""
+        return self._closed
+
     def close(self) -> None:
         """Trim (writable indexes only) and unmap; later calls are no-ops. O(1) syscalls."""
         if self._closed:

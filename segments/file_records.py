@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_CLOSED = -1
+_OPENING = threading.Lock()
+"""Serializes the first open of unopened files (rare: once per file), shared so an unopened file holds no lock."""
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -125,6 +129,10 @@ class FileRecords:
 
     ``size_in_bytes`` starts as the file length (Kafka's rule for an existing file: a crashed preallocated file
     includes its zero tail, which recovery later cuts).
+
+    Given ``size`` (the length a directory listing's stat found), nothing is opened until the first read, append,
+    truncation or fsync (Kafka's lazy index, extended to the ``.log``): a clean startup opens no segment file.
+    :meth:`release` returns an opened file to that state.
     """
 
     def __init__(
@@ -134,24 +142,53 @@ class FileRecords:
         writable: bool = False,
         create: bool = False,
         preallocate_bytes: int = 0,
+        size: int | None = None,
     ) -> None:
         self._path = Path(path)
+        self._writable = writable
+        # None: not opened yet (opened by _descriptor on first use); _CLOSED: closed for good.
+        self._fd: int | None = None
+        if size is not None:
+            self._size = size
+            return
         flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT
         # Kafka never links segment files: a link in a log dir is refused (ELOOP) rather than followed, so recovery
         # cannot truncate, nor an append extend, a file outside the dir.
-        self._fd = open_no_follow(self._path, flags)
-        self._writable = writable
-        self._size = os.fstat(self._fd).st_size
+        fd = open_no_follow(self._path, flags)
+        self._fd = fd
+        self._size = os.fstat(fd).st_size
         if writable and self._size == 0 and preallocate_bytes > 0:
             # log.preallocate: reserve the whole segment up front; the log's size stays 0 and close() trims the
             # file back to the bytes written. A crash leaves the zero tail, which recovery cuts.
             try:
-                allocate(self._fd, preallocate_bytes, self._path)
+                allocate(fd, preallocate_bytes, self._path)
             except OSError:
-                os.close(self._fd)
+                os.close(fd)
                 raise
+
+    def _descriptor(self) -> int:
+        """The descriptor, opening the file on first use (thread-safe; a closed file gives ``-1``, so the call
+        fails with ``EBADF`` as on any closed descriptor). O(1)."""
+        fd = self._fd
+        if fd is None:
+            with _OPENING:
+                fd = self._fd
+                if fd is None:
+                    fd = open_no_follow(self._path, os.O_RDWR if self._writable else os.O_RDONLY)
+                    self._fd = fd
+        return fd
+
+    def ensure_open(self) -> None:
+        """Open an unopened file now (a closed one stays closed). O(1)."""
+        self._descriptor()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a descriptor is held now (not for an unopened or a closed file). O(1)."""
+        fd = self._fd
+        return fd is not None and fd >= 0
 
     @property
     def path(self) -> Path:
@@ -164,7 +201,7 @@ class FileRecords:
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self._fd == _CLOSED
 
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes from ``position`` (short at the end). O(size)."""
@@ -176,7 +213,7 @@ class FileRecords:
         chunks = []
         while size > 0:
             try:
-                chunk = os.pread(self._fd, size, position)
+                chunk = os.pread(self._descriptor(), size, position)
             except OSError as err:
                 raise self._located(err, f"read of {size} bytes at position {position}") from err
             if not chunk:
@@ -200,7 +237,7 @@ class FileRecords:
             raise ValueError(f"{self._path}: read at negative position {start}")
         # Headers hold int64 fields: a target beyond them compares like the nearest bound.
         target = min(max(target, _INT64_MIN), _INT64_MAX)
-        return locate_batch(self._fd, start, self._size, target, by_timestamp, str(self._path))
+        return locate_batch(self._descriptor(), start, self._size, target, by_timestamp, str(self._path))
 
     def checked_batches(self, start: int = 0, end: int | None = None) -> Iterator[FileBatch]:
         """:meth:`batches` with each batch's CRC (and legacy wrapper) verified: the first failing one raises its
@@ -223,7 +260,7 @@ class FileRecords:
         written = 0
         try:
             while written < len(view):
-                written += os.pwrite(self._fd, view[written:], position + written)
+                written += os.pwrite(self._descriptor(), view[written:], position + written)
         except OSError as err:
             raise self._located(err, f"append of {len(view)} bytes at position {position}") from err
         self._size += written
@@ -236,35 +273,51 @@ class FileRecords:
             raise ValueError(f"cannot truncate {self._path} of {self._size} bytes to {size}")
         removed = self._size - size
         try:
-            os.ftruncate(self._fd, size)
+            os.ftruncate(self._descriptor(), size)
         except OSError as err:
             raise self._located(err, f"truncation to {size} bytes") from err
         self._size = size
         return removed
 
     def flush(self) -> None:
-        """fsync the file; an ``OSError`` names it. O(dirty pages)."""
+        """fsync the file (nothing to do for an unopened or closed one: nothing was written through it); an
+        ``OSError`` names it. O(dirty pages)."""
+        fd = self._fd
+        if fd is None or fd < 0:
+            return
         try:
-            os.fsync(self._fd)
+            os.fsync(fd)
         except OSError as err:
             raise self._located(err, "fsync") from err
 
     def close(self) -> None:
-        """Close the descriptor; a writable file is cut to :attr:`size_in_bytes` (a preallocated tail, or the
-        bytes of a failed append). O(1)."""
-        if self._fd < 0:
-            return
-        try:
-            if self._writable and os.fstat(self._fd).st_size != self._size:
-                os.ftruncate(self._fd, self._size)
-        except OSError as err:
-            raise self._located(err, f"trim to {self._size} bytes at close") from err
-        finally:
-            os.close(self._fd)
-            self._fd = -1
+        """Close the descriptor for good (an unopened file just becomes closed); a writable file is cut to
+        :attr:`size_in_bytes` (a preallocated tail, or the bytes of a failed append). O(1)."""
+        self._close(_CLOSED)
+
+    def release(self) -> None:
+        """Close the descriptor as :meth:`close` does but return to the unopened state: the next use reopens the
+        file. Only for a file no reader is using (a segment a log load just recovered). O(1)."""
+        self._close(None)
+
+    def _close(self, state: int | None) -> None:
+        with _OPENING:
+            fd = self._fd
+            if fd is None or fd < 0:
+                if fd is None:
+                    self._fd = state
+                return
+            try:
+                if self._writable and os.fstat(fd).st_size != self._size:
+                    os.ftruncate(fd, self._size)
+            except OSError as err:
+                raise self._located(err, f"trim to {self._size} bytes at close") from err
+            finally:
+                os.close(fd)
+                self._fd = state
 
     def rename_to(self, path: str | os.PathLike[str]) -> None:
-        """Rename the file, keeping it open. O(1)."""
+        """Rename the file, keeping it open (or unopened). O(1)."""
         os.replace(self._path, path)
         self._path = Path(path)
 

@@ -15,6 +15,7 @@ _JAVA_INTEGER = re.compile(r"[+-]?\d+")
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_SHORT_DIGITS = 20
 _BOUNDS = {16: (INT16_MIN, INT16_MAX), 32: (INT32_MIN, INT32_MAX), 64: (INT64_MIN, INT64_MAX)}
 
 
@@ -24,9 +25,15 @@ def parse_java_int(text: str, bits: int) -> int:
     Raises ``ValueError`` when Java would throw ``NumberFormatException``: no digits, any other character
     (whitespace included), or a value outside the signed range.
     """
+    low, high = _BOUNDS[bits]
+    if len(text) <= _SHORT_DIGITS and text.isascii() and text.isdigit():
+        # Every segment file name (20 ASCII digits): a short string, so int() builds no bignum worth avoiding.
+        value = int(text)
+        if value > high:
+            raise ValueError(f"out of the int{bits} range: {text!r}")
+        return value
     if _JAVA_INTEGER.fullmatch(text) is None:
         raise ValueError(f"not an integer: {text!r}")
-    low, high = _BOUNDS[bits]
     negative = text[0] == "-"
     value = 0
     # Digit by digit so a huge (or zero-padded) string is rejected or accepted without building a bignum.

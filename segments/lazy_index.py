@@ -49,6 +49,12 @@ class LazyIndex(Generic[IndexT]):
         """Whether the index has been opened. O(1)."""
         return self._index is not None
 
+    @property
+    def is_open(self) -> bool:
+        """Whether the index is opened and mapped now (not closed or discarded since). O(1)."""
+        index = self._index
+        return index is not None and not index.closed
+
     def get(self) -> IndexT:
         """The index, opened now if needed (thread-safe). O(1) after the first call."""
         index = self._index

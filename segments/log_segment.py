@@ -17,6 +17,7 @@ lock; readers call :meth:`read`, :meth:`translate_offset` and :meth:`find_offset
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -58,6 +59,9 @@ from segments.transactions import TransactionTracker
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 
 _UNKNOWN = TimestampOffset(NO_TIMESTAMP, -1)
+_MAKING = threading.Lock()
+"""Serializes the first creation of a segment's file objects (once per file), shared so a segment that was only
+listed holds no lock of its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +144,18 @@ def first_record_at_or_after(batch: RecordBatch, timestamp: int, starting_offset
 
 
 class LogSegment:
-    """A segment: ``.log`` + offset index + time index + transaction index, starting at ``base_offset``."""
+    """A segment: ``.log`` + offset index + time index + transaction index, starting at ``base_offset``.
+
+    A segment loaded from a directory listing (:meth:`open` with ``size``) holds only its directory, base offset
+    and ``.log`` size: each of its four files gets its object, and is opened, on first use (Kafka's lazy index,
+    extended to the ``.log`` and ``.txnindex``), and :meth:`release` closes them again.
+    """
+
+    # None until first use (made under _MAKING).
+    _log: FileRecords | None
+    _offset_index: LazyIndex[OffsetIndex] | None
+    _time_index: LazyIndex[TimeIndex] | None
+    _txn_index: TransactionIndex | None
 
     def __init__(
         self,
@@ -154,11 +169,39 @@ class LogSegment:
         roll_jitter_ms: int = 0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.log = log
+        self._setup(
+            log.path.parent, base_offset, "", log.size_in_bytes, txn_index.writable, DEFAULT_MAX_INDEX_SIZE,
+            index_interval_bytes, roll_jitter_ms, clock,
+        )
+        self._log = log
         # Indexes open on first use (Kafka's LazyIndex): inactive segments that are never read cost one descriptor.
         self._offset_index = offset_index if isinstance(offset_index, LazyIndex) else LazyIndex.of(offset_index)
         self._time_index = time_index if isinstance(time_index, LazyIndex) else LazyIndex.of(time_index)
-        self.txn_index = txn_index
+        self._txn_index = txn_index
+
+    def _setup(
+        self,
+        directory: Path,
+        base_offset: int,
+        file_suffix: str,
+        size: int,
+        writable: bool,
+        max_index_size: int,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        clock: Callable[[], float],
+    ) -> None:
+        # What the files are opened from; none of them is created here (see the properties below).
+        self._directory = directory
+        self._suffix = file_suffix
+        self._initial_size = size
+        self._writable = writable
+        self._max_index_size = max_index_size
+        self._closed = False
+        self._log = None
+        self._offset_index = None
+        self._time_index = None
+        self._txn_index = None
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
@@ -184,98 +227,190 @@ class LogSegment:
         roll_jitter_ms: int = 0,
         clock: Callable[[], float] = time.time,
         preallocate_bytes: int = 0,
+        size: int | None = None,
     ) -> LogSegment:
         """Open (``create=True``: create) the segment with ``base_offset`` in ``directory``. O(1).
 
-        ``preallocate_bytes`` reserves that much disk for a new ``.log`` (Kafka's ``preallocate``).
+        ``preallocate_bytes`` reserves that much disk for a new ``.log`` (Kafka's ``preallocate``). ``size`` is the
+        ``.log`` length a directory listing found: then nothing is opened or read now, every file on first use
+        (a log load's inactive segments).
 
-        A writable segment creates missing index files (preallocated to ``max_index_size``, blocks allocated). A
-        read-only segment (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as empty. A symbolic
-        link at any of the four files, or a disk too full for the new indexes, raises an ``OSError`` naming the file;
-        nothing opened is left open.
+        A writable segment creates missing index files (preallocated to ``max_index_size``, blocks allocated) when
+        it maps them. A read-only segment (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as
+        empty. A symbolic link at any of the four files, or a disk too full for the new indexes, raises an
+        ``OSError`` naming the file; nothing opened is left open.
         """
-        directory = Path(directory)
+        segment = cls.__new__(cls)
+        # A log load passes its Path for every segment: Path(path) would parse it again.
+        directory = directory if isinstance(directory, Path) else Path(directory)
+        if size is not None:
+            segment._setup(
+                directory, base_offset, file_suffix, size, writable, max_index_size, index_interval_bytes,
+                roll_jitter_ms, clock,
+            )
+            return segment
         log = FileRecords(
             log_file(directory, base_offset, file_suffix),
             writable=writable,
             create=create,
             preallocate_bytes=preallocate_bytes,
         )
-        offset_index = LazyIndex(
-            offset_index_file(directory, base_offset, file_suffix),
-            lambda path: OffsetIndex(path, base_offset, max_index_size, writable),
+        segment._setup(
+            directory, base_offset, file_suffix, log.size_in_bytes, writable, max_index_size, index_interval_bytes,
+            roll_jitter_ms, clock,
         )
-        time_index = LazyIndex(
-            time_index_file(directory, base_offset, file_suffix),
-            lambda path: TimeIndex(path, base_offset, max_index_size, writable),
-        )
-        try:
-            if create:
-                # A new segment is the active one: map its indexes now, so the first append does not pay for it
-                # (and a full disk fails the roll here, while allocating them, rather than a later append).
-                offset_index.get()
-                time_index.get()
-            txn_index = TransactionIndex(
-                transaction_index_file(directory, base_offset, file_suffix), base_offset, writable
-            )
-        except BaseException:
-            # Nothing else holds these yet: a failed open must not leak the descriptors and maps it took.
-            offset_index.close()
-            time_index.close()
-            log.close()
-            raise
-        return cls(
-            log,
-            offset_index,
-            time_index,
-            txn_index,
-            base_offset,
-            index_interval_bytes=index_interval_bytes,
-            roll_jitter_ms=roll_jitter_ms,
-            clock=clock,
-        )
+        segment._log = log
+        if create:
+            # A new segment is the active one: map its indexes now, so the first append does not pay for it
+            # (and a full disk fails the roll here, while allocating them, rather than a later append).
+            try:
+                segment._lazy_offset_index().get()
+                segment._lazy_time_index().get()
+            except BaseException:
+                # Nothing else holds these yet: a failed open must not leak the descriptors and maps it took.
+                segment._lazy_offset_index().close()
+                segment._lazy_time_index().close()
+                log.close()
+                raise
+        return segment
+
+    @property
+    def log(self) -> FileRecords:
+        """The ``.log`` (its object made, not opened, on first access; the file opens on first read/write). O(1)."""
+        log = self._log
+        if log is None:
+            with _MAKING:
+                log = self._log
+                if log is None:
+                    log = FileRecords(
+                        log_file(self._directory, self.base_offset, self._suffix),
+                        writable=self._writable,
+                        size=self._initial_size,
+                    )
+                    if self._closed:
+                        log.close()
+                    self._log = log
+        return log
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The ``.txnindex`` (its object made on first access; the file opens on first read/write). O(1)."""
+        index = self._txn_index
+        if index is None:
+            with _MAKING:
+                index = self._txn_index
+                if index is None:
+                    index = TransactionIndex(
+                        transaction_index_file(self._directory, self.base_offset, self._suffix),
+                        self.base_offset,
+                        self._writable,
+                    )
+                    self._txn_index = index
+        return index
+
+    def _lazy_offset_index(self) -> LazyIndex[OffsetIndex]:
+        lazy = self._offset_index
+        if lazy is None:
+            base, size, writable = self.base_offset, self._max_index_size, self._writable
+            with _MAKING:
+                lazy = self._offset_index
+                if lazy is None:
+                    lazy = LazyIndex(
+                        offset_index_file(self._directory, base, self._suffix),
+                        lambda path: OffsetIndex(path, base, size, writable),
+                    )
+                    self._offset_index = lazy
+        return lazy
+
+    def _lazy_time_index(self) -> LazyIndex[TimeIndex]:
+        lazy = self._time_index
+        if lazy is None:
+            base, size, writable = self.base_offset, self._max_index_size, self._writable
+            with _MAKING:
+                lazy = self._time_index
+                if lazy is None:
+                    lazy = LazyIndex(
+                        time_index_file(self._directory, base, self._suffix),
+                        lambda path: TimeIndex(path, base, size, writable),
+                    )
+                    self._time_index = lazy
+        return lazy
+
+    @property
+    def open_files(self) -> tuple[str, ...]:
+        """The kinds (``"log"``, ``"index"``, ``"timeindex"``, ``"txnindex"``) of this segment's files that hold a
+        descriptor or a map now: the hook tests use to check that a clean load opens nothing. O(1)."""
+        opened: list[str] = []
+        if self._log is not None and self._log.is_open:
+            opened.append("log")
+        if self._offset_index is not None and self._offset_index.is_open:
+            opened.append("index")
+        if self._time_index is not None and self._time_index.is_open:
+            opened.append("timeindex")
+        if self._txn_index is not None and self._txn_index.is_open:
+            opened.append("txnindex")
+        return tuple(opened)
+
+    def pin(self) -> None:
+        """Open the ``.log`` and map both indexes now, as Kafka keeps them: for a segment about to be unlinked
+        while readers may hold it, who then keep reading through the open descriptors. O(1)."""
+        if self._closed:
+            return
+        self._lazy_offset_index().get()
+        self._lazy_time_index().get()
+        self.log.ensure_open()
 
     # -- indexes ----------------------------------------------------------------------------------------------
 
     @property
     def offset_index(self) -> OffsetIndex:
         """The offset index, opened on first use. O(1)."""
-        return self._offset_index.get()
+        lazy = self._offset_index
+        return (lazy if lazy is not None else self._lazy_offset_index()).get()
 
     @property
     def time_index(self) -> TimeIndex:
         """The time index, opened on first use. O(1)."""
-        return self._time_index.get()
+        lazy = self._time_index
+        return (lazy if lazy is not None else self._lazy_time_index()).get()
 
     @property
     def offset_index_path(self) -> Path:
         """Path of the ``.index`` file, without opening it. O(1)."""
-        return self._offset_index.path
+        lazy = self._offset_index
+        return lazy.path if lazy is not None else offset_index_file(self._directory, self.base_offset, self._suffix)
 
     @property
     def time_index_path(self) -> Path:
         """Path of the ``.timeindex`` file, without opening it. O(1)."""
-        return self._time_index.path
+        lazy = self._time_index
+        return lazy.path if lazy is not None else time_index_file(self._directory, self.base_offset, self._suffix)
 
-    def release_indexes(self) -> None:
-        """Close (trim) and unmap both indexes; they reopen on next use. For inactive segments nobody reads yet,
-        such as those a log load just recovered, so a recovered log does not hold three descriptors per
-        segment. O(1)."""
-        self._offset_index.unload()
-        self._time_index.unload()
+    def release(self) -> None:
+        """Close the ``.log`` and ``.txnindex`` and close (trim) and unmap both indexes; they reopen on next use.
+        For inactive segments nobody reads yet, such as those a log load just recovered, so a recovered log holds
+        no descriptor for them. O(1)."""
+        if self._log is not None:
+            self._log.release()
+        for lazy in (self._offset_index, self._time_index):
+            if lazy is not None:
+                lazy.unload()
+        if self._txn_index is not None:
+            self._txn_index.close()
 
     def discard_indexes(self) -> None:
         """Unmap the indexes without trimming and remove their files (a deleted segment whose names may already be
         gone). O(1)."""
-        self._offset_index.discard()
-        self._time_index.discard()
+        self._lazy_offset_index().discard()
+        self._lazy_time_index().discard()
 
     # -- sizes and timestamps ---------------------------------------------------------------------------------
 
     @property
     def size(self) -> int:
-        """Bytes in the ``.log``. O(1)."""
-        return self.log.size_in_bytes
+        """Bytes in the ``.log`` (the listing's figure while the ``.log`` is unopened). O(1)."""
+        log = self._log
+        return self._initial_size if log is None else log.size_in_bytes
 
     def _max_timestamp_so_far(self) -> TimestampOffset:
         # After a restart the max timestamp comes from the last time-index entry, as in Kafka.
@@ -628,20 +763,26 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
 
     def flush(self) -> None:
-        """fsync the ``.log``, both index maps and the ``.txnindex``. O(dirty pages)."""
-        self.log.flush()
+        """fsync the ``.log``, both index maps and the ``.txnindex`` (those opened: an unopened file has nothing to
+        make durable). O(dirty pages)."""
+        if self._log is not None:
+            self._log.flush()
         for lazy in (self._offset_index, self._time_index):
-            if lazy.is_loaded:
+            if lazy is not None and lazy.is_loaded:
                 lazy.get().flush()
-        self.txn_index.flush()
+        if self._txn_index is not None:
+            self._txn_index.flush()
 
     def close(self) -> None:
         """Append the final time-index entry (if anything was appended) and close every file, trimming the
-        indexes. O(1)."""
-        if self.log.closed:
+        indexes; files never opened stay unopened (and closed: a later use finds them closed). O(1)."""
+        if self._closed or (self._log is not None and self._log.closed):
             return
+        self._closed = True
+        time_index = self._time_index
         if (
-            self._time_index.is_loaded
+            time_index is not None
+            and time_index.is_loaded
             and self.time_index.writable
             and self._max_timestamp_and_offset is not None
             and self._max_timestamp_and_offset != _UNKNOWN
@@ -649,20 +790,27 @@ class LogSegment:
             self.time_index.maybe_append(
                 self._max_timestamp_and_offset.timestamp, self._max_timestamp_and_offset.offset, skip_full_check=True
             )
-        self._offset_index.close()
-        self._time_index.close()
-        self.txn_index.close()
-        self.log.close()
+        for lazy in (self._offset_index, time_index):
+            if lazy is not None:
+                lazy.close()
+        if self._txn_index is not None:
+            self._txn_index.close()
+        if self._log is not None:
+            self._log.close()
 
     def rename_with_suffix(self, suffix: str) -> None:
         """Rename all four files to this segment's names with ``suffix`` (``""``, ``.deleted``, ``.swap`` ...);
-        Kafka's ``changeFileSuffixes``. Files stay open. O(1)."""
-        directory = self.log.path.parent
+        Kafka's ``changeFileSuffixes``. Opened files stay open; unopened ones are renamed by name. O(1)."""
+        directory = self._directory
         base = self.base_offset
-        self.log.rename_to(log_file(directory, base, suffix))
-        self._offset_index.rename_to(offset_index_file(directory, base, suffix))
-        self._time_index.rename_to(time_index_file(directory, base, suffix))
+        if self._log is not None:
+            self._log.rename_to(log_file(directory, base, suffix))
+        else:
+            os.replace(log_file(directory, base, self._suffix), log_file(directory, base, suffix))
+        self._lazy_offset_index().rename_to(offset_index_file(directory, base, suffix))
+        self._lazy_time_index().rename_to(time_index_file(directory, base, suffix))
         self.txn_index.rename_to(transaction_index_file(directory, base, suffix))
+        self._suffix = suffix
 
     def rename_to_deleted(self) -> None:
         """Rename the segment's files with the ``.deleted`` suffix for asynchronous deletion. O(1)."""

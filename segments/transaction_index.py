@@ -82,9 +82,10 @@ class TxnIndexSearchResult(NamedTuple):
 class TransactionIndex:
     """The ``.txnindex`` file of the segment starting at ``start_offset``.
 
-    The file is opened when it exists and created by the first :meth:`append`; a closed index reopens itself on
-    the next access, as Kafka's does. ``writable=False`` never creates or changes the file. Unlike Kafka, which
-    forgets the last offset when it reopens a file, appends are checked against the file's last entry too.
+    The file is opened on first use (when it exists) and created by the first :meth:`append`; a closed index
+    reopens itself on the next access, as Kafka's does. ``writable=False`` never creates or changes the file.
+    Unlike Kafka, which forgets the last offset when it reopens a file, appends are checked against the file's
+    last entry too (read by the first append).
     """
 
     def __init__(self, path: str | os.PathLike[str], start_offset: int, writable: bool = True) -> None:
@@ -92,7 +93,9 @@ class TransactionIndex:
         self.start_offset = start_offset
         self.writable = writable
         self._fd: int | None = None
-        self._last_offset = self._stored_last_offset()
+        # Read on the first append, not here: constructing the index touches no file.
+        self._last_offset: int | None = None
+        self._last_offset_known = False
 
     @property
     def path(self) -> Path:
@@ -161,6 +164,8 @@ class TransactionIndex:
         """Append one entry, creating the file if needed; InvalidOffsetError unless its last offset exceeds the
         previous entry's. O(1)."""
         self._require_writable()
+        if not self._last_offset_known:
+            self._set_last_offset(self._stored_last_offset())
         if self._last_offset is not None and aborted_txn.last_offset <= self._last_offset:
             raise InvalidOffsetError(
                 f"last offset {aborted_txn.last_offset} of an appended aborted transaction is not greater than "
@@ -175,6 +180,10 @@ class TransactionIndex:
         except OSError as err:
             raise located_error(err, self._path, f"append of an aborted transaction at {aborted_txn.last_offset}") from err
         self._last_offset = aborted_txn.last_offset
+
+    def _set_last_offset(self, offset: int | None) -> None:
+        self._last_offset = offset
+        self._last_offset_known = True
 
     def all_aborted_txns(self) -> list[AbortedTxn]:
         """Every entry in file order. O(n)."""
@@ -199,7 +208,7 @@ class TransactionIndex:
         for position, txn in self._entries():
             if txn.last_offset >= offset:
                 self._truncate(position)
-                self._last_offset = new_last
+                self._set_last_offset(new_last)
                 return
             new_last = txn.last_offset
 
@@ -208,7 +217,7 @@ class TransactionIndex:
         self._require_writable()
         if self._path.exists():
             self._truncate(0)
-        self._last_offset = None
+        self._set_last_offset(None)
 
     def _truncate(self, size: int) -> None:
         try:
@@ -224,6 +233,11 @@ class TransactionIndex:
             except OSError as err:
                 raise located_error(err, self._path, "fsync") from err
 
+    @property
+    def is_open(self) -> bool:
+        """Whether the file is open now. O(1)."""
+        return self._fd is not None
+
     def close(self) -> None:
         """Close the file descriptor; a later access reopens it. O(1)."""
         if self._fd is not None:
@@ -233,7 +247,7 @@ class TransactionIndex:
     def delete(self) -> bool:
         """Close and delete the file; False when it did not exist. O(1)."""
         self.close()
-        self._last_offset = None
+        self._set_last_offset(None)
         try:
             self._path.unlink()
         except FileNotFoundError:
@@ -308,6 +322,6 @@ class TransactionIndex:
 
     def _check(self) -> None:
         """Assert the internal invariants (tests call this after every step)."""
-        assert self._last_offset == self._stored_last_offset()
+        assert not self._last_offset_known or self._last_offset == self._stored_last_offset()
         if self._fd is not None:
             assert os.path.samestat(os.fstat(self._fd), os.stat(self._path))

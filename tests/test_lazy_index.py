@@ -70,7 +70,7 @@ def test_unclean_load_leaves_recovered_inactive_segments_unmapped(tmp_path: Path
     reopened = load_log(partition, config, recovery_point=0, had_clean_shutdown=False)
     segments = reopened.segments.values()
     assert len(segments) > 3 and reopened.recovery.recovered_segments == len(segments)
-    assert not any(s._offset_index.is_loaded or s._time_index.is_loaded for s in segments[:-1])
+    assert not any(s.open_files for s in segments[:-1])
     # Reads reopen them transparently.
     assert reopened.read(reopened.log_start_offset + 1, 10_000).batches()
     reopened.close()

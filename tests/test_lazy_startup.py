@@ -1,0 +1,292 @@
+"""Startup without reading data (issue 13, item 2): a clean startup opens no segment file and maps no index but
+the active segments' ones, and every read, append, retention, cleaner and deletion path still works on segments
+that were only listed; an unclean startup recovers as before."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from checkpoints.clean_shutdown import CleanShutdownMarker
+from logmgr.clock import ManualClock
+from logmgr.config import BrokerConfig, LogConfig
+from logmgr.log import Isolation, Log
+from logmgr.log_loader import load_log
+from logmgr.log_manager import LogManager
+from logmgr.scheduler import ManualScheduler
+from segments.log_segment import LogSegment
+from segments.naming import log_file
+from segments.records import ControlRecordType, SimpleRecord
+
+T0 = 1_700_000_000_000
+SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
+PARTITIONS = 4
+CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=100, segment_index_bytes=4096)
+
+
+def open_segment_files() -> set[str]:
+    """Paths of segment files this process holds a descriptor for (``/proc/self/fd``; CPython's mmap keeps one
+    per mapped index). O(fds)."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.endswith(SEGMENT_KINDS):
+            found.add(target)
+    return found
+
+
+def mapped_index_files() -> set[str]:
+    """Index files mapped into this process (``/proc/self/maps``). O(maps)."""
+    with open("/proc/self/maps") as maps:
+        return {line.split()[-1] for line in maps if line.rstrip().endswith((".index", ".timeindex"))}
+
+
+def produce(log: Log, clock: ManualClock, count: int, *, aborted_every: int = 0) -> None:
+    """``count`` keyed records, one per batch, a minute apart; every ``aborted_every``-th one in an aborted
+    transaction (so some segments get a ``.txnindex``)."""
+    sequence = 0
+    for i in range(count):
+        clock.advance(60_000)
+        offset = log.log_end_offset
+        record = SimpleRecord(b"v%05d" % offset, b"k%d" % (offset % 7), clock.time_ms())
+        if aborted_every and i % aborted_every == 0:
+            log.append_records(
+                [record], producer_id=7, producer_epoch=0, base_sequence=sequence, is_transactional=True
+            )
+            sequence += 1
+            log.append_end_txn_marker(7, 0, ControlRecordType.ABORT, 0)
+        else:
+            log.append_records([record])
+
+
+def contents(log: Log) -> list[tuple[int, bytes | None]]:
+    """Every record (offset, value) read from the log start, read_committed (aborted ones dropped)."""
+    out: list[tuple[int, bytes | None]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        info = log.read(offset, 1 << 20, isolation=Isolation.LOG_END)
+        batches = info.batches()
+        assert batches, f"nothing served at {offset}"
+        for batch in batches:
+            batch.ensure_valid()
+            if not batch.is_control:
+                out.extend((r.offset, r.value) for r in batch.records())
+        offset = batches[-1].last_offset + 1
+    return out
+
+
+@pytest.fixture
+def written(tmp_path: Path) -> Iterator[tuple[Path, dict[str, list[tuple[int, bytes | None]]]]]:
+    """A partition dir per partition, written and cleanly closed; with what each one holds."""
+    clock = ManualClock(T0)
+    expected = {}
+    for p in range(PARTITIONS):
+        log = load_log(tmp_path / f"t-{p}", CONFIG, clock=clock)
+        produce(log, clock, 60, aborted_every=9 if p % 2 else 0)
+        assert len(log.segments) > 5
+        expected[f"t-{p}"] = contents(log)
+        log.close()
+    yield tmp_path, expected
+
+
+def clean_load(directory: Path, clock: ManualClock | None = None, config: LogConfig = CONFIG) -> Log:
+    return load_log(directory, config, clock=clock or ManualClock(T0 + 10**9), had_clean_shutdown=True)
+
+
+def test_clean_startup_opens_and_maps_only_the_active_segments(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log_dir = tmp_path / "d1"
+    broker = BrokerConfig.from_properties(
+        {"log.dirs": str(log_dir), "log.segment.bytes": "600", "log.index.interval.bytes": "100"}
+    )
+    manager = LogManager(broker, clock=clock, scheduler=ManualScheduler(clock))
+    manager.startup()
+    for p in range(PARTITIONS):
+        produce(manager.get_or_create_log("t", p), clock, 50, aborted_every=7 if p % 2 else 0)
+    manager.shutdown()
+    assert CleanShutdownMarker.exists(log_dir)
+    assert list(log_dir.rglob("*.txnindex")), "the data must include transaction indexes"
+    before, maps_before = open_segment_files(), mapped_index_files()
+    restarted = LogManager(broker, clock=clock, scheduler=ManualScheduler(clock))
+    restarted.startup()
+    try:
+        logs = restarted.all_logs()
+        assert len(logs) == PARTITIONS and all(len(log.segments) > 5 for log in logs)
+        active = {str(log.segments.active_segment.log.path) for log in logs}
+        active_indexes = {
+            str(path)
+            for log in logs
+            for path in (log.segments.active_segment.offset_index_path, log.segments.active_segment.time_index_path)
+        }
+        assert open_segment_files() - before == active | active_indexes
+        assert mapped_index_files() - maps_before == active_indexes
+        for log in logs:
+            assert all(segment.open_files == () for segment in log.segments.values()[:-1])
+            assert log.segments.active_segment.open_files == ("log", "index", "timeindex")
+    finally:
+        restarted.shutdown()
+    assert open_segment_files() == before
+
+
+def test_every_path_works_on_segments_a_clean_load_only_listed(
+    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
+) -> None:
+    root, expected = written
+    clock = ManualClock(T0 + 10**9)
+    log = clean_load(root / "t-1", clock)
+    segments = log.segments.values()
+    assert all(s.open_files == () for s in segments[:-1])
+    # Sizes come from the listing: nothing is opened to report them.
+    assert log.size_in_bytes == sum(os.path.getsize(s.log.path) for s in segments)
+    assert all(s.open_files == () for s in segments[:-1])
+    assert contents(log) == expected["t-1"]
+    committed = log.read(0, 1 << 20, isolation=Isolation.READ_COMMITTED)
+    assert committed.aborted_transactions, "the aborted transactions come from the .txnindex files"
+    target = segments[2]
+    first = target.batches().__next__().batch
+    assert log.offset_for_timestamp(first.max_timestamp) == (first.base_offset, first.max_timestamp)
+    # Appends, rolls and a flush still work, and a flush of never-opened segments has nothing to do.
+    clock.advance(1000)
+    log.append_records([SimpleRecord(b"new", b"k", clock.time_ms())] * 20)
+    log.roll()
+    log.flush()
+    log.truncate_to(log.log_end_offset - 3)
+    assert contents(log)[: len(expected["t-1"])] == expected["t-1"]
+    log.close()
+
+
+def test_retention_by_size_and_time_deletes_unopened_segments(
+    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
+) -> None:
+    root, expected = written
+    clock = ManualClock(T0 + 10**9)
+    sized = clean_load(root / "t-0", clock, replace(CONFIG, retention_bytes=2000, file_delete_delay_ms=0))
+    sizes = [s.size for s in sized.segments.values()]
+    plan = sized.delete_old_segments()
+    assert plan.deletions and sized.size_in_bytes <= 2000 + sizes[-1]
+    sized.deleter.run_due(everything=True)
+    assert contents(sized) == [r for r in expected["t-0"] if r[0] >= sized.log_start_offset]
+    sized.close()
+    timed = clean_load(root / "t-2", clock, replace(CONFIG, retention_ms=30 * 60_000))
+    # Every segment is older than the retention: all but the active one go (it is rolled, then deleted too).
+    timed.delete_old_segments()
+    assert timed.log_start_offset > 0
+    timed.deleter.run_due(everything=True)
+    assert not [p for p in (root / "t-2").iterdir() if p.name.endswith(".deleted")]
+    timed.close()
+
+
+def test_reader_holding_an_unopened_segment_reads_after_it_is_unlinked(
+    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
+) -> None:
+    root, _ = written
+    log = clean_load(root / "t-0", ManualClock(T0 + 10**9), replace(CONFIG, file_delete_delay_ms=0))
+    first = log.segments.first_segment()
+    assert first is not None and first.open_files == ()
+    with log.readers.hold(first):
+        log.delete_records_before(log.segments.values()[1].base_offset)
+        log.delete_old_segments()
+        run = log.deleter.run_due(everything=True)
+        assert run.forced == 1 and not first.log.path.exists()
+        # Files were opened before their names went: the held reader still reads the segment.
+        fetched = first.read(first.base_offset, 1 << 20)
+        assert fetched is not None
+        assert first.read_bytes(fetched)
+    assert first.log.closed and first.open_files == ()
+    log.close()
+
+
+def test_unopened_segments_rename_close_and_delete_by_name(tmp_path: Path) -> None:
+    log = load_log(tmp_path / "t-0", CONFIG, clock=ManualClock(T0))
+    produce(log, ManualClock(T0), 30, aborted_every=4)
+    log.close()
+    names = sorted(p.name for p in (tmp_path / "t-0").iterdir() if p.name.startswith("00000000000000000000"))
+    assert [name.split(".", 1)[1] for name in names] == ["index", "log", "timeindex", "txnindex"]
+    listed = LogSegment.open(tmp_path / "t-0", 0, size=os.path.getsize(log_file(tmp_path / "t-0", 0)))
+    listed.flush()
+    listed.rename_to_deleted()
+    assert listed.open_files == ()
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir() if p.name.startswith("00000000000000000000")) == [
+        name + ".deleted" for name in names
+    ]
+    assert listed.txn_index.all_aborted_txns(), "the renamed .txnindex is read under its new name"
+    assert listed.read(0, 1 << 20) is not None
+    listed.delete()
+    assert not [p for p in (tmp_path / "t-0").iterdir() if p.name.startswith("00000000000000000000")]
+    never_opened = LogSegment.open(tmp_path / "t-0", log.log_end_offset, size=0)
+    never_opened.close()
+    never_opened.close()
+    assert never_opened.log.closed and never_opened.open_files == ()
+
+
+def test_concurrent_first_reads_open_a_segment_once(
+    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
+) -> None:
+    root, _ = written
+    log = clean_load(root / "t-0")
+    target = log.segments.values()[1]
+    before = open_segment_files()
+    results: list[tuple[int, int]] = []
+    barrier = threading.Barrier(8)
+
+    def read() -> None:
+        barrier.wait()
+        fetched = target.read(target.base_offset, 1 << 20)
+        assert fetched is not None
+        results.append((fetched.position, fetched.size))
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 8 and all(r == results[0] for r in results)
+    assert open_segment_files() - before == {str(target.log.path), str(target.offset_index_path)}
+    log.close()
+
+
+def test_the_cleaner_compacts_a_log_of_unopened_segments(tmp_path: Path) -> None:
+    from logmgr.cleaner.log_cleaner import LogCleaner
+
+    compact = LogConfig(cleanup_policy=("compact",), segment_bytes=600, index_interval_bytes=100, file_delete_delay_ms=0)
+    clock = ManualClock(T0)
+    log = load_log(tmp_path / "t-0", compact, clock=clock)
+    produce(log, clock, 60)
+    log.roll()
+    latest = {}
+    for offset, value in contents(log):
+        latest[offset % 7] = (offset, value)
+    log.close()
+    reopened = clean_load(tmp_path / "t-0", clock, compact)
+    cleaner = LogCleaner(BrokerConfig(), lambda: {tmp_path: [reopened]}, clock)  # type: ignore[arg-type,dict-item]
+    result = cleaner.clean_log(tmp_path, reopened)
+    assert result is not None and result.error is None
+    assert sorted(contents(reopened)) == sorted(latest.values())
+    reopened.close()
+
+
+def test_unclean_load_recovers_every_segment_as_before(
+    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
+) -> None:
+    root, expected = written
+    for p in range(PARTITIONS):
+        directory = root / f"t-{p}"
+        clean = clean_load(directory)
+        shape = [(s.base_offset, s.size) for s in clean.segments.values()], clean.log_end_offset
+        aborted = clean.read(0, 1 << 20, isolation=Isolation.READ_COMMITTED).aborted_transactions
+        clean.close()
+        unclean = load_log(directory, CONFIG, clock=ManualClock(T0 + 10**9), recovery_point=0)
+        assert unclean.recovery.recovered_segments == len(unclean.segments)
+        assert ([(s.base_offset, s.size) for s in unclean.segments.values()], unclean.log_end_offset) == shape
+        assert all(s.open_files == () for s in unclean.segments.values()[:-1])
+        assert contents(unclean) == expected[f"t-{p}"]
+        assert unclean.read(0, 1 << 20, isolation=Isolation.READ_COMMITTED).aborted_transactions == aborted
+        unclean.close()
