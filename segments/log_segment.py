@@ -627,17 +627,7 @@ class LogSegment:
         tracker = TransactionTracker() if transactions is None else transactions
         offset_index, time_index = self.offset_index, self.time_index
         self.txn_index.reset()
-        scan = RecoveryScan(
-            self.log.read,
-            self.size,
-            self.base_offset,
-            next_segment_base,
-            self.index_interval_bytes,
-            offset_index.max_index_size // offset_index.entry_size,
-            time_index.max_index_size // time_index.entry_size,
-            self.check_continues,
-            path=str(self.log.path),
-        )
+        scan = self.recovery_scan(next_segment_base, offset_index.max_index_size, time_index.max_index_size)
         error: StorageFormatError | None = None
         try:
             try:
@@ -677,6 +667,27 @@ class LogSegment:
         self._max_timestamp_and_offset = TimestampOffset(scan.max_timestamp, scan.offset_of_max_timestamp)
         self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry
         return RecoveryResult(scan.valid_bytes, self.size - scan.valid_bytes, scan.batches, error)
+
+    def recovery_scan(
+        self,
+        next_segment_base: int | None,
+        offset_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        time_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+    ) -> RecoveryScan:
+        """The walk of :meth:`rebuild_indexes` over the ``.log``, reading only (the index entries stay in the scan):
+        iterating it raises what ends recovery, :class:`LogSegmentOffsetOverflowError` at a real overflow. The index
+        sizes bound the entries it accepts. O(1); O(size) to iterate."""
+        return RecoveryScan(
+            self.log.read,
+            self.size,
+            self.base_offset,
+            next_segment_base,
+            self.index_interval_bytes,
+            offset_index_size // OffsetIndex.entry_size,
+            time_index_size // TimeIndex.entry_size,
+            self.check_continues,
+            path=str(self.log.path),
+        )
 
     def check_continues(
         self, first_offset: int, last_offset: int, next_offset: int, next_segment_base: int | None, position: int

@@ -10,6 +10,7 @@ nothing and holds the same data as one started on an untouched copy.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -35,9 +36,19 @@ from checkpoints.offset_checkpoint import (
 from checkpoints.producer_snapshot import serialize_producer_snapshot
 from cli.cleanup_cmd import NO_SCHEDULED_JOBS_MS, broker_config
 from cli.main import main
+from logmgr.config import LogConfig
 from logmgr.errors import LogmgrError
+from logmgr.log_loader import load_log
 from logmgr.log_manager import LogManager
-from logmgr.offline.plan import DERIVED, LogDirPlan, RebuildIndexes, TruncateFile, apply_plan, read_tree
+from logmgr.offline.plan import (
+    DERIVED,
+    LogDirPlan,
+    RebuildIndexes,
+    SplitSegment,
+    TruncateFile,
+    apply_plan,
+    read_tree,
+)
 from logmgr.offline.recovery import plan_recovery
 from logmgr.offline.scan import scan_log_dir
 from logmgr.reindex import rebuild_segment_indexes, reindex
@@ -51,6 +62,7 @@ from segments.records import (
     build_batch,
     build_end_txn_marker,
 )
+from tests.test_log_loader import SECOND_SPLIT_AT, SPLIT_AT, overflowed_segment
 
 TP = TopicPartition("t", 0)
 T0 = 1_700_000_000_000
@@ -426,3 +438,89 @@ def test_rebuild_segment_indexes_equals_a_full_reindex_of_a_transactional_partit
     rebuilt = {p.name: p.read_bytes() for p in partition.iterdir() if p.suffix in (".index", ".timeindex", ".txnindex")}
     assert rebuilt == {p.name: p.read_bytes() for p in out.iterdir()}
     assert any(name.endswith(".txnindex") for name in rebuilt)
+
+
+# -- a legacy segment whose offsets overflow 32 bits (Kafka's splitOverflowedSegment) ---------------------------------
+
+SEGMENT_FILES = (".log", ".index", ".timeindex", ".txnindex")
+
+
+def _overflowed_dir(root: Path, *, damage: str | None = None) -> Path:
+    """A log dir without the clean-shutdown marker whose ``topic-0`` is the loader tests' overflowed segment."""
+    overflowed_segment(root / "topic-0", damage=damage)
+    return root
+
+
+def _segment_files(partition: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(partition.iterdir()) if p.name.endswith(SEGMENT_FILES)}
+
+
+def test_recover_dry_run_names_the_split_of_an_overflowed_segment_and_changes_no_byte(tmp_path: Path) -> None:
+    log_dir = _overflowed_dir(tmp_path / "data")
+    before = read_tree(log_dir)
+    text = CliRunner().invoke(main, ["recover", "--dry-run", str(log_dir)])
+    assert text.exit_code == 0, text.output
+    assert "split segment 00000000000000000000 (358 B) at position 132 into 00000000000000000000 (132 B), " in text.output
+    assert "offsets from 2147483653 overflow 32 bits relative to 0" in text.output
+    assert "  truncate" not in text.output and "0 bytes truncated" in text.output
+    result = CliRunner().invoke(main, ["recover", "--dry-run", "--json", str(log_dir)])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output.splitlines()[-1])
+    splits = [a for p in plan["partitions"] for a in p["actions"] if a["action"] == "split"]
+    assert [(s["baseOffset"], s["position"], s["pieces"]) for s in splits] == [
+        (0, 132, [{"baseOffset": 0, "bytes": 132}, {"baseOffset": SPLIT_AT, "bytes": 226}]),
+        (SPLIT_AT, 106, [{"baseOffset": SPLIT_AT, "bytes": 106}, {"baseOffset": SECOND_SPLIT_AT, "bytes": 120}]),
+    ]
+    assert all("overflow 32 bits" in s["reason"] for s in splits)
+    assert read_tree(log_dir) == before and not (log_dir / ".lock").exists()
+
+
+def test_recover_splits_an_overflowed_segment_as_the_loader_does(tmp_path: Path) -> None:
+    log_dir = _overflowed_dir(tmp_path / "data")
+    old = 1_600_000_000
+    os.utime(log_dir / "topic-0" / "00000000000000000000.log", (old, old))
+    loaded = tmp_path / "loaded" / "topic-0"
+    shutil.copytree(log_dir / "topic-0", loaded, copy_function=shutil.copy2)
+    before = read_tree(log_dir)
+    recovery = plan_recovery(scan_log_dir(log_dir, lenient=True))
+    assert not any(isinstance(a, TruncateFile) for a in recovery.plan.actions())
+    assert apply_plan(recovery.plan).done == list(recovery.plan.actions())
+    # The .log pieces are as predicted; the rebuilt (derived) indexes are compared with the loader's below.
+    after = read_tree(log_dir)
+    assert {p: c for p, c in recovery.plan.predict(before).items() if c != DERIVED} == {
+        p: c for p, c in after.items() if not p.endswith((".index", ".timeindex"))
+    }
+    assert CliRunner().invoke(main, ["verify", str(log_dir)]).exit_code == 0
+    log = load_log(loaded, LogConfig())
+    log.close()
+    ours = _segment_files(log_dir / "topic-0")
+    assert list(ours) == [
+        f"{filename_prefix_from_offset(base)}{suffix}"
+        for base in (0, SPLIT_AT, SECOND_SPLIT_AT)
+        for suffix in (".index", ".log", ".timeindex")
+    ]
+    assert ours == _segment_files(loaded)
+    assert {int(p.stat().st_mtime) for p in (log_dir / "topic-0").glob("*.log")} == {old}
+    for clean in (True, False):
+        log = load_log(log_dir / "topic-0", LogConfig(), recovery_point=SECOND_SPLIT_AT + 3, had_clean_shutdown=clean)
+        try:
+            assert log.segments.base_offsets() == [0, SPLIT_AT, SECOND_SPLIT_AT]
+            assert log.log_end_offset == SECOND_SPLIT_AT + 3
+            # Without the marker a broker re-reads the segment holding the recovery point (the log end).
+            assert log.recovery.recovered_segments == (0 if clean else 1), log.recovery.actions
+            assert log.recovery.truncated_bytes == 0 and not any("split" in a for a in log.recovery.actions)
+        finally:
+            log.close()
+
+
+@pytest.mark.parametrize("damage", ["crc", "backwards"])
+def test_recover_still_cuts_damage_at_an_overflowing_offset(tmp_path: Path, damage: str) -> None:
+    log_dir = _overflowed_dir(tmp_path / "data", damage=damage)
+    loaded = tmp_path / "loaded" / "topic-0"
+    shutil.copytree(log_dir / "topic-0", loaded)
+    recovery = plan_recovery(scan_log_dir(log_dir, lenient=True))
+    assert not any(isinstance(a, SplitSegment) for a in recovery.plan.actions())
+    assert [a.size_after for a in recovery.plan.actions() if isinstance(a, TruncateFile)] == [132]
+    apply_plan(recovery.plan)
+    load_log(loaded, LogConfig()).close()
+    assert _segment_files(log_dir / "topic-0") == _segment_files(loaded)

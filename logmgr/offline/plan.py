@@ -2,7 +2,7 @@
 
 A command that writes (``cleanup``, ``recover``, ``compact``, ``reindex`` in place with or without ``--key-index``,
 ``flush``, ``checkpoints set``) first builds a :class:`LogDirPlan` by reading only: every file it will create,
-truncate, rebuild, rename or delete and every checkpoint entry it will change, each with the reason and the bytes involved. ``--dry-run`` prints the plan;
+truncate, split, rebuild, rename or delete and every checkpoint entry it will change, each with the reason and the bytes involved. ``--dry-run`` prints the plan;
 the real run hands the same object to :func:`apply_plan`, which executes exactly its actions in order and reports
 each one as it completes. Nothing else is written (the dir's ``.lock``, taken around the run, is the only file the
 command itself may create).
@@ -34,10 +34,13 @@ from checkpoints.atomic import atomic_write_bytes, fsync_dir
 from logmgr.errors import KafkaStorageError, PlanStaleError
 from segments.key_index import KEY_INDEX_SUFFIX
 from segments.naming import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
     filename_prefix_from_offset,
     log_file,
     offset_index_file,
     time_index_file,
+    transaction_index_file,
 )
 
 DERIVED = b"\x00<derived from the .log by Kafka's index rule>"
@@ -395,6 +398,73 @@ class RebuildIndexes(Action):
             rebuild_segment_indexes(directory, self.base_offset, index_interval_bytes=self.index_interval_bytes)
         except OSError as err:
             raise _storage_error(directory, f"index rebuild of segment {self.base_offset}", err) from err
+
+
+@dataclass(frozen=True)
+class SplitSegment(Action):
+    """Split a legacy segment whose offsets overflow 32 bits relative to its base (Kafka's
+    ``splitOverflowedSegment``): its bytes before ``position`` stay the segment, the rest become a segment at
+    ``new_base_offset``, both keeping the ``.log``'s modification time; its index files are deleted (a later
+    action rebuilds them). Applied through the loader's own steps (:class:`logmgr.log_loader.OverflowSplit`:
+    ``.cleaned``, ``.swap``, old files deleted, renames), so a crash at any point leaves files a broker's load
+    completes or rolls back."""
+
+    kind: ClassVar[str] = "split"
+    partition: str
+    base_offset: int
+    position: int
+    new_base_offset: int
+    size: int
+    """The ``.log``'s size, checked before acting."""
+    mtime_ns: int
+    reason: str
+
+    def _pieces(self) -> list[tuple[int, int]]:
+        return [(self.base_offset, self.position), (self.new_base_offset, self.size - self.position)]
+
+    def describe(self) -> str:
+        pieces = ", ".join(f"{filename_prefix_from_offset(base)} ({size} B)" for base, size in self._pieces())
+        return (
+            f"split segment {filename_prefix_from_offset(self.base_offset)} ({self.size} B) at position "
+            f"{self.position} into {pieces}: {self.reason}"
+        )
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "baseOffset": self.base_offset,
+            "bytes": self.size,
+            "position": self.position,
+            "pieces": [{"baseOffset": base, "bytes": size} for base, size in self._pieces()],
+        }
+
+    def predict(self, tree: Tree) -> None:
+        directory = Path(self.partition)
+        data = tree[log_file(directory, self.base_offset).as_posix()]
+        for make in (offset_index_file, time_index_file, transaction_index_file):
+            tree.pop(make(directory, self.base_offset).as_posix(), None)
+        tree[log_file(directory, self.base_offset).as_posix()] = data[: self.position]
+        tree[log_file(directory, self.new_base_offset).as_posix()] = data[self.position :]
+
+    def apply(self, log_dir: Path) -> None:
+        # Imported here, as for RebuildIndexes: the loader's split is the one implementation of the steps.
+        from logmgr.log_loader import OverflowSplit
+
+        directory = log_dir / self.partition
+        source = log_file(directory, self.base_offset)
+        if _regular_size(source) != self.size:
+            raise _stale(source, f"is no longer a file of {self.size} bytes")
+        split = OverflowSplit(directory, self.base_offset, self.position, self.new_base_offset, self.size, self.mtime_ns)
+        for base in (self.base_offset, self.new_base_offset):
+            for path in (log_file(directory, base, CLEANED_SUFFIX), log_file(directory, base, SWAP_SUFFIX)):
+                if _regular_size(path) is not None:
+                    raise _stale(path, "exists")
+        if _regular_size(log_file(directory, self.new_base_offset)) is not None:
+            raise _stale(log_file(directory, self.new_base_offset), "exists")
+        try:
+            split.apply()
+        except OSError as err:
+            raise _storage_error(source, f"split at position {self.position}", err) from err
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,7 +71,7 @@ from checkpoints.offset_checkpoint import (
 from checkpoints.partition_metadata import PARTITION_METADATA_FILE, parse_partition_metadata
 from checkpoints.producer_snapshot import parse_producer_snapshot
 from logmgr.leader_epoch_cache import epochs_as_loaded, epochs_truncated_from_start
-from logmgr.log_loader import _next_offset_of_swap
+from logmgr.log_loader import OverflowSplit, _next_offset_of_swap
 from logmgr.offline.plan import (
     CORRUPT_SUFFIX,
     UNKNOWN_SIZE,
@@ -82,6 +83,7 @@ from logmgr.offline.plan import (
     QuarantineFile,
     RebuildIndexes,
     RenameFile,
+    SplitSegment,
     TruncateFile,
     WriteFile,
 )
@@ -99,7 +101,12 @@ from logmgr.offline.scan import (
 )
 from logmgr.verify import segment_index_problems
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE
-from segments.errors import CorruptIndexError, StorageFormatError
+from segments.errors import (
+    CorruptIndexError,
+    IndexOffsetOverflowError,
+    LogSegmentOffsetOverflowError,
+    StorageFormatError,
+)
 from segments.file_records import FileRecords
 from segments.key_index import KEY_INDEX_SUFFIX
 from segments.lazy_index import LazyIndex
@@ -383,6 +390,8 @@ class _PartitionPlanner:
     warned: set[int] = field(default_factory=set)
     epoch_damage: str | None = None
     """Why ``leader-epoch-checkpoint`` could not be parsed: it is rebuilt from the batches' leader epochs."""
+    pieces: dict[int, tuple[Path, int, int]] = field(default_factory=dict)
+    """Base -> (``.log`` now, start, end) of the segments a planned split creates: bytes of a file of today."""
 
     @functools.cached_property
     def scanned(self) -> dict[int, SegmentView]:
@@ -547,24 +556,76 @@ class _PartitionPlanner:
             name = _name(base, suffix)
             return self.directory / self.on_disk.get(name, name)
 
+        piece = self.pieces.get(base)
         return LogSegment(
-            FileRecords(path(LOG_SUFFIX), writable=False),
+            FileRecords(path(LOG_SUFFIX), writable=False) if piece is None else _Piece(*piece),
             LazyIndex(path(INDEX_SUFFIX), lambda p: OffsetIndex(p, base, DEFAULT_MAX_INDEX_SIZE, False)),
             LazyIndex(path(TIME_INDEX_SUFFIX), lambda p: TimeIndex(p, base, DEFAULT_MAX_INDEX_SIZE, False)),
             TransactionIndex(path(TXN_INDEX_SUFFIX), base, False),
             base,
         )
 
-    def _walk(self, base: int, following: int | None) -> ValidPrefix:
-        """Recover one segment: its valid prefix, the epochs of its batches assigned as the loader does."""
+    def _walk(self, base: int, following: int | None) -> ValidPrefix | None:
+        """Recover one segment: its valid prefix, the epochs of its batches assigned as the loader does. None when
+        the walk meets a real 32-bit overflow: the segment is split instead (see :meth:`_split`)."""
         segment = self._open(base)
         try:
             prefix = walk_valid_prefix(segment, following, observer=self._assign_epoch)
+            split = self._overflow(segment, following) if isinstance(prefix.error, IndexOffsetOverflowError) else None
         finally:
             segment.close()
+        if split is not None:
+            self._split(split)
+            return None
         self.recovered.add(base)
         self.segments[base].prefix = prefix
         return prefix
+
+    @staticmethod
+    def _overflow(segment: LogSegment, following: int | None) -> OverflowSplit | None:
+        """The loader's split of ``segment`` when its recovery stops at a real overflow (a legacy batch continuing
+        the segment past 32 bits): found by the loader's own recovery walk, read only. O(bytes of the segment)."""
+        try:
+            deque(segment.recovery_scan(following), maxlen=0)
+        except LogSegmentOffsetOverflowError as err:
+            return OverflowSplit.plan(segment, err)
+        except StorageFormatError:
+            # Damage at an offset out of range (a v2 base offset, a bad CRC): cut, as the loader does.
+            return None
+        return None
+
+    def _split(self, split: OverflowSplit) -> None:
+        """Split as the loader does, then recover both pieces as its next load does (they have no index, so a cut
+        drops no later segment); a piece that overflows again is split again. O(bytes of the segment)."""
+        base, new_base = split.base, split.new_base
+        name = _name(base, LOG_SUFFIX)
+        source, start, _ = self.pieces.get(base, (self.directory / self.on_disk.get(name, name), 0, split.size))
+        self.actions.append(
+            SplitSegment(
+                self.view.name,
+                base,
+                split.position,
+                new_base,
+                split.size,
+                split.mtime_ns,
+                f"offsets from {new_base} overflow 32 bits relative to {base} (a legacy segment written before "
+                "KAFKA-5413): split as a broker's loader does (Kafka's splitOverflowedSegment), nothing is cut",
+            )
+        )
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            self.present.pop(_name(base, suffix), None)
+        self.present[_name(base, LOG_SUFFIX)] = split.position
+        self.present[_name(new_base, LOG_SUFFIX)] = split.size - split.position
+        self.pieces[base] = (source, start, start + split.position)
+        self.pieces[new_base] = (source, start + split.position, start + split.size)
+        reason = f"split from segment {filename_prefix_from_offset(base)}, no index yet (a broker recovers it on load)"
+        for piece in (base, new_base):
+            self.segments[piece] = _Segment(piece, recovery_reason=reason)
+        for piece in (base, new_base):
+            following = next((b for b in sorted(self.segments) if b > piece), None)
+            prefix = self._walk(piece, following)
+            if prefix is not None:
+                self.segments[piece].truncate = prefix.problem is not None
 
     def _assign_epoch(self, batch: RecordBatch) -> None:
         # LeaderEpochCache.assign: a newer epoch starting at or after the latest one's start.
@@ -584,7 +645,8 @@ class _PartitionPlanner:
             info = self.segments[base]
             if info.recovery_reason is not None:
                 prefix = self._walk(base, bases[index + 1] if index + 1 < len(bases) else None)
-                info.truncate = prefix.problem is not None
+                if prefix is not None:
+                    info.truncate = prefix.problem is not None
 
     def _recover_unflushed(self, bases: list[int]) -> None:
         """Step 3: from the segment holding the recovery point (Kafka's ``logSegments(recoveryPoint, MAX)``). A
@@ -600,6 +662,8 @@ class _PartitionPlanner:
             info = self.segments[base]
             was_cut = info.truncate
             prefix = self._walk(base, bases[index + 1] if index + 1 < len(bases) else None)
+            if prefix is None:
+                continue
             if prefix.problem is not None and not was_cut:
                 info.truncate = True
                 info.recovery_reason = info.recovery_reason or f"recovered ({why}): cut to its valid prefix"
@@ -678,7 +742,9 @@ class _PartitionPlanner:
         largest = prefix.largest_timestamp
         if largest < 0:
             name = _name(base, LOG_SUFFIX)
-            largest = int(os.stat(self.directory / self.on_disk.get(name, name)).st_mtime * 1000)
+            # A split keeps the modification time of the .log it splits.
+            source = self.pieces[base][0] if base in self.pieces else self.directory / self.on_disk.get(name, name)
+            largest = int(os.stat(source).st_mtime * 1000)
         return prefix.next_offset, largest
 
     def unhandled_problems(self) -> list[str]:
@@ -771,7 +837,7 @@ class _PartitionPlanner:
             log = _name(base, LOG_SUFFIX)
             if base not in alive or base == self.created:
                 reason = "its segment is deleted"
-            elif self.segments[base].truncate or log in self.on_disk:
+            elif self.segments[base].truncate or log in self.on_disk or base in self.pieces:
                 reason = "its segment is cut or replaced"
             elif problems := segment_index_problems(self.directory / log, (KEY_INDEX_SUFFIX,)):
                 reason = f"corrupt ({problems[0]})"
@@ -885,6 +951,23 @@ class _PartitionPlanner:
             self.view.leader_epoch_checkpoint,
         )
         return replace(self.view, segments=tuple(segments), leader_epoch_checkpoint=epochs, needs_recovery=())
+
+
+class _Piece(FileRecords):
+    """Bytes ``[start, end)`` of a ``.log`` read as a ``.log`` of their own: a segment a planned split creates,
+    which exists only once the plan is applied. Reads only."""
+
+    def __init__(self, path: Path, start: int, end: int) -> None:
+        super().__init__(path, size=end - start)
+        self._whole = FileRecords(path, size=end)
+        self._start = start
+
+    def read(self, position: int, size: int) -> bytes:
+        return self._whole.read(self._start + position, max(0, min(size, self.size_in_bytes - position)))
+
+    def close(self) -> None:
+        self._whole.close()
+        super().close()
 
 
 def _entries(raw: bytes | None, path: Path) -> list[EpochEntry]:

@@ -413,6 +413,8 @@ class ValidPrefix:
     """Largest batch max timestamp among the valid batches; -1 when none."""
     problem: str | None
     """Why the bytes after the prefix would be truncated (None: valid to the end)."""
+    error: StorageFormatError | None = None
+    """The error that ended the walk before the end (None: valid to the end, or a partial batch at the end)."""
 
 
 def walk_valid_prefix(
@@ -447,7 +449,7 @@ def walk_valid_prefix(
             largest = max(largest, batch.max_timestamp)
             valid = found.position + batch.size_in_bytes
     except (CorruptRecordError, InvalidOffsetError) as err:
-        return ValidPrefix(valid, next_offset, largest, f"{err} (recovery truncates {segment.size - valid} bytes)")
+        return ValidPrefix(valid, next_offset, largest, f"{err} (recovery truncates {segment.size - valid} bytes)", err)
     if valid < segment.size:
         return ValidPrefix(
             valid,
