@@ -107,9 +107,11 @@ class Isolation(enum.Enum):
     READ_COMMITTED = "read_committed"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class LogAppendInfo:
-    """The result of an append: offsets assigned, max timestamp and where the bytes went."""
+    """The result of an append: offsets assigned, max timestamp and where the bytes went. A value (compared and
+    hashed by its fields; read-only by convention): not frozen, as a frozen dataclass's construction costs more
+    than an append's bookkeeping."""
 
     first_offset: int
     last_offset: int
@@ -131,11 +133,13 @@ class AbortedTransaction:
     first_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class FetchDataInfo:
     """What :meth:`Log.read` returns: whole batches starting with the one holding ``offset``, read from
     ``path`` at byte ``position``; ``limits`` are the decode limits of the log's topic (never below its
-    ``max.message.bytes``, so a record the log accepted is always decoded)."""
+    ``max.message.bytes``, so a record the log accepted is always decoded). A value (compared and hashed by its
+    fields; read-only by convention): not frozen, as a frozen dataclass's construction costs as much as a
+    lookup."""
 
     offset: int
     records: bytes
@@ -268,6 +272,8 @@ class Log:
         self._high_watermark_provider: Callable[[], int] | None = None
         self.last_flush_ms = self.clock.time_ms()
         self._rng = random.Random()
+        # (max.message.bytes, its decode limits): every read hands them out.
+        self._limits = (config.max_message_bytes, DecodeLimits.for_max_message_bytes(config.max_message_bytes))
         self.dir_state = LogDirState()
         self._closed = False
         self._offline_error: OSError | None = None
@@ -751,7 +757,6 @@ class Log:
 
     # -- read -------------------------------------------------------------------------------------------------------
 
-    @_io_guarded("read")
     def read(
         self,
         start_offset: int,
@@ -771,13 +776,17 @@ class Log:
         cuts its tail and appends again), so reads check the truncation sequence (odd while one runs): a read that
         overlapped one is done again under the writer lock, never returning a position into a rewritten tail.
         """
-        sequence = self._truncation_sequence
-        if sequence % 2 == 0:
-            fetched = self._read(start_offset, max_bytes, isolation, max_offset, min_one_message)
-            if self._truncation_sequence == sequence:
-                return fetched
-        with self._lock:
-            return self._read(start_offset, max_bytes, isolation, max_offset, min_one_message)
+        # _io_guarded("read"), written out: the decorator's call layer costs as much as the index search.
+        try:
+            sequence = self._truncation_sequence
+            if sequence % 2 == 0:
+                fetched = self._read(start_offset, max_bytes, isolation, max_offset, min_one_message)
+                if self._truncation_sequence == sequence:
+                    return fetched
+            with self._lock:
+                return self._read(start_offset, max_bytes, isolation, max_offset, min_one_message)
+        except OSError as err:
+            raise self._io_failure("read", err) from err
 
     def _read(
         self,
@@ -787,13 +796,18 @@ class Log:
         max_offset: int | None,
         min_one_message: bool,
     ) -> FetchDataInfo:
-        self._ensure_online()
+        if self._closed or self._offline_error is not None or self.dir_state.offline:
+            self._ensure_online()
         end = self._end
         log_end = end[0]
         if isolation is Isolation.LOG_END:
             bound = log_end
         elif isolation is Isolation.READ_UNCOMMITTED:
-            bound = min(self.high_watermark, log_end)
+            # A standalone log's high watermark is its log end (the property's answer, without its calls).
+            if self._high_watermark_provider is None and self._high_watermark is None:
+                bound = log_end
+            else:
+                bound = min(self.high_watermark, log_end)
         else:
             bound = min(self.last_stable_offset, log_end)
         if max_offset is not None:
@@ -805,13 +819,20 @@ class Log:
         if start_offset >= bound:
             return self._empty_fetch(start_offset, isolation)
         segment = self.segments.floor_segment(start_offset)
+        readers = self.readers
         while segment is not None:
-            with self.readers.hold(segment):
+            held = segment
+            readers.acquire(held)
+            try:
                 if segment.log.closed:
                     # Deleted (and closed) between lookup and hold: retry from the current start.
                     segment = self.segments.floor_segment(max(start_offset, self._log_start_offset))
                     continue
-                max_position = self._position_of(segment, bound, end)
+                if bound >= log_end and segment.base_offset == end[1]:
+                    # The active segment up to the published end: _position_of's common answer, without the call.
+                    max_position = end[2]
+                else:
+                    max_position = self._position_of(segment, bound, end)
                 fetch = segment.read(start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message)
                 if fetch is not None:
                     data = segment.read_bytes(fetch) if fetch.size else b""
@@ -828,14 +849,25 @@ class Log:
                             )
                     return FetchDataInfo(
                         fetch.offset, data, segment.base_offset, fetch.position, aborted, str(segment.log.path),
-                        DecodeLimits.for_max_message_bytes(self.config.max_message_bytes),
+                        self._decode_limits(),
                     )
-            segment = self.segments.higher_segment(segment.base_offset)
+            finally:
+                # ``segment`` may name the next one to try by now.
+                readers.release(held)
+            segment = self.segments.higher_segment(held.base_offset)
         return self._empty_fetch(start_offset, isolation)
+
+    def _decode_limits(self) -> DecodeLimits:
+        """The topic's decode limits (:meth:`DecodeLimits.for_max_message_bytes`), built again only when
+        ``max.message.bytes`` changed. O(1)."""
+        max_message_bytes = self.config.max_message_bytes
+        cached = self._limits
+        if cached[0] != max_message_bytes:
+            cached = self._limits = (max_message_bytes, DecodeLimits.for_max_message_bytes(max_message_bytes))
+        return cached[1]
 
     @staticmethod
     def _empty_fetch(start_offset: int, isolation: Isolation) -> FetchDataInfo:
-        # Built only when returned: a frozen dataclass costs more than the rest of a read's bookkeeping.
         return FetchDataInfo(start_offset, b"", -1, -1, () if isolation is Isolation.READ_COMMITTED else None)
 
     def _position_of(self, segment: LogSegment, bound: int, end: tuple[int, int, int]) -> int:
@@ -868,11 +900,18 @@ class Log:
                 break
         return tuple(AbortedTransaction(t.producer_id, t.first_offset) for t in collected)
 
-    @_io_guarded("offset lookup by timestamp")
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp``; ``-2`` gives the log start
         offset, ``-1`` the log end offset, ``-3`` the record with the max timestamp; :class:`KafkaStorageError` once
         the log is closed or its dir offline. O(segments + bytes scanned)."""
+        # _io_guarded("offset lookup by timestamp"), written out: the decorator's call layer costs as much as the
+        # index search.
+        try:
+            return self._offset_for_timestamp(timestamp)
+        except OSError as err:
+            raise self._io_failure("offset lookup by timestamp", err) from err
+
+    def _offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         self._ensure_online()
         if timestamp == EARLIEST_TIMESTAMP:
             return self._log_start_offset, -1
@@ -885,8 +924,10 @@ class Log:
                 if ts >= 0 and (best is None or ts > best[1]):
                     best = (segment.shallow_offset_of_max_timestamp_so_far, ts)
             return best
+        readers = self.readers
         for segment in self.segments.values():
-            with self.readers.hold(segment):
+            readers.acquire(segment)
+            try:
                 if segment.log.closed:
                     continue
                 try:
@@ -897,6 +938,8 @@ class Log:
                 if newest < timestamp:
                     continue
                 found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+            finally:
+                readers.release(segment)
             if found is not None:
                 return found.offset, found.timestamp
         return None

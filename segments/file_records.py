@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from segments._native.batches import BatchWalk, FileBatch, locate_batch, register
+from segments._native.batches import BatchWalk, FileBatch, locate_batch, pread_bytes, register
 from segments.errors import CorruptRecordError
 from segments.legacy import LegacyRecordBatch
 from segments.records import (
@@ -173,18 +173,10 @@ class FileRecords:
             return b""
         if position < 0:
             raise ValueError(f"{self._path}: read at negative position {position}")
-        chunks = []
-        while size > 0:
-            try:
-                chunk = os.pread(self._fd, size, position)
-            except OSError as err:
-                raise self._located(err, f"read of {size} bytes at position {position}") from err
-            if not chunk:
-                break
-            chunks.append(chunk)
-            position += len(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
+        try:
+            return pread_bytes(self._fd, size, position)
+        except OSError as err:
+            raise self._located(err, f"read of {size} bytes at position {position}") from err
 
     def batches(self, start: int = 0, end: int | None = None, *, max_batch_size: int | None = None) -> Iterator[FileBatch]:
         """Iterate batches from byte ``start`` up to ``end`` (default: the current size); see

@@ -22,10 +22,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from segments._native.batches import RecoveryScan, find_record_by_timestamp
+from segments._native.batches import (
+    FetchSlice,
+    RecoveryScan,
+    fetch_slice,
+    find_record_by_timestamp,
+    indexed_position,
+    locate_timestamp,
+)
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
-    CorruptIndexError,
     CorruptRecordError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
@@ -69,20 +75,10 @@ class LogOffsetPosition:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class FetchSlice:
-    """A read result: the first batch's offset and a byte range of the segment's ``.log``."""
-
-    offset: int
-    segment_base_offset: int
-    position: int
-    size: int
-    first_entry_incomplete: bool = False
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TimestampAndOffset:
-    """A record found by timestamp: its timestamp and offset."""
+    """A record found by timestamp: its timestamp and offset. A value (compared and hashed by its fields;
+    read-only by convention): not frozen, as a frozen dataclass's construction costs as much as the search."""
 
     timestamp: int
     offset: int
@@ -395,15 +391,14 @@ class LogSegment:
         O(log n + bytes scanned)."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for a read from {self.log.path}")
-        # translate_offset without its result object: this is every fetch's path.
-        start = self.log.locate_batch(self._indexed_position(start_offset), start_offset)
-        if start is None:
-            return None
-        last_offset, position, batch_size = start
-        adjusted = max(max_size, batch_size) if min_one_message else max_size
-        limit = self.size if max_position is None else max_position
-        size = max(0, min(limit - position, adjusted))
-        return FetchSlice(last_offset, self.base_offset, position, size, adjusted < batch_size)
+        index = self._offset_index.get()
+        log = self.log
+        # Every fetch's path, so one compiled call (index search, header hop, bounds) on the collaborators' state:
+        # the descriptor and size snapshot of the .log, the index map and its entry count.
+        return fetch_slice(
+            log._fd, log._size, log._path, index._mm, index._entries, index._path, self.base_offset,
+            index._WARM_ENTRIES, start_offset, max_position, max_size, min_one_message,
+        )
 
     def read_bytes(self, fetch: FetchSlice) -> bytes:
         """The bytes of a :meth:`read` result. O(size)."""
@@ -415,9 +410,15 @@ class LogSegment:
         reaches the target, and only that batch is read, its records scanned for their timestamps and offsets
         (:func:`first_record_at_or_after`)."""
         starting = self.base_offset if starting_offset is None else starting_offset
-        entry = self.time_index.lookup(timestamp)
-        position = self._indexed_position(max(entry.offset, starting))
-        while (found := self.log.locate_batch(position, timestamp, by_timestamp=True)) is not None:
+        time_index, offset_index, log = self._time_index.get(), self._offset_index.get(), self.log
+        # The index searches and the first header hop in one compiled call (every timestamp lookup's path), on the
+        # collaborators' state as in read().
+        found = locate_timestamp(
+            log._fd, log._size, log._path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
+            offset_index._entries, offset_index._path, self.base_offset, time_index._WARM_ENTRIES,
+            offset_index._WARM_ENTRIES, timestamp, starting,
+        )
+        while found is not None:
             _, position, size = found
             data = self.log.read(position, size)
             if len(data) < size:
@@ -429,7 +430,7 @@ class LogSegment:
                 raise err.at(self.log.path, position_base=position) from None
             if hit is not None:
                 return hit
-            position += size
+            found = log.locate_batch(position + size, timestamp, by_timestamp=True)
         return None
 
     def read_next_offset(self) -> int:
@@ -442,15 +443,12 @@ class LogSegment:
     def _indexed_position(self, offset: int) -> int:
         """Where a scan for ``offset`` starts: the position of the offset index's entry for it. Kafka's index sanity
         check reads offsets only, so a damaged entry can hold a negative position: CorruptIndexError naming the
-        index file and entry, rather than a read at a negative position. O(log n)."""
-        position = self.offset_index.lookup_position(offset)
-        if position < 0:
-            mapping = self.offset_index.lookup(offset)
-            raise CorruptIndexError(
-                f"entry for offset {mapping.offset} has a negative position {mapping.position}",
-                path=self.offset_index_path,
-            )
-        return position
+        index file and entry, rather than a read at a negative position (the compiled search of
+        :func:`segments._native.batches.indexed_position`). O(log n)."""
+        index = self._offset_index.get()
+        return indexed_position(
+            index._mm, index._entries, index._path, self.base_offset, index._WARM_ENTRIES, offset
+        )
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` from this segment's

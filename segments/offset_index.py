@@ -73,14 +73,6 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         slot = self._largest_lower_bound_slot(target_offset, self._OFFSET_FIELD)
         return OffsetPosition(self.base_offset, 0) if slot < 0 else self._parse(slot)
 
-    def lookup_position(self, target_offset: int) -> int:
-        """``lookup(target_offset).position`` without building the entry (the read path's question). O(log n)."""
-        slot = self._largest_lower_bound_slot(target_offset, self._OFFSET_FIELD)
-        if slot < 0:
-            return 0
-        position: int = _I32.unpack_from(self._buffer(), slot * 8 + 4)[0]
-        return position
-
     def fetch_upper_bound_offset(self, fetch_position: int, fetch_size: int) -> OffsetPosition | None:
         """An entry whose position is >= ``fetch_position + fetch_size`` (an offset surely past the fetched
         bytes), or None. Kafka's search: usually the smallest such entry, but when slot 0 itself matches exactly in
