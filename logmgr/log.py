@@ -272,6 +272,8 @@ class Log:
         self._high_watermark_provider: Callable[[], int] | None = None
         self.last_flush_ms = self.clock.time_ms()
         self._rng = random.Random()
+        # What appends derive from the config (see _append_facts), for the config object it was derived from.
+        self._facts: tuple[LogConfig, bool, int, int | None] | None = None
         # (max.message.bytes, its decode limits): every read hands them out.
         self._limits = (config.max_message_bytes, DecodeLimits.for_max_message_bytes(config.max_message_bytes))
         self.dir_state = LogDirState()
@@ -499,8 +501,7 @@ class Log:
         O(batches) otherwise."""
         create_time = self.config.message_timestamp_type == CREATE_TIME
         before, after = self.config.timestamp_bounds
-        # Both windows at Long.MAX can refuse nothing: the records need not be decoded.
-        bounded = create_time and (before != INT64_MAX or after != INT64_MAX)
+        bounded = self._append_facts()[1]
         view = memoryview(records)
         for number, (start, end) in enumerate(scan.spans()):
             batch = DefaultRecordBatch(view[start:end])
@@ -531,8 +532,31 @@ class Log:
                     errors,
                 )
 
-    @_io_guarded("append")
     def _append(self, records: bytes, *, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
+        # _io_guarded("append"), written out: the decorator's call layer costs as much as an index append.
+        try:
+            return self._append_unguarded(records, leader, leader_epoch, origin)
+        except OSError as err:
+            raise self._io_failure("append", err) from err
+
+    def _append_facts(self) -> tuple[LogConfig, bool, int, int | None]:
+        """(config, whether a CreateTime window can refuse a timestamp, the time-based roll limit in ms, None or
+        the marker that the topic stamps LogAppendTime) for the current config, derived again only after
+        :meth:`update_config`: every append asks. O(1)."""
+        facts = self._facts
+        config = self.config
+        if facts is None or facts[0] is not config:
+            before, after = config.timestamp_bounds
+            bounded = config.message_timestamp_type == CREATE_TIME and (before != INT64_MAX or after != INT64_MAX)
+            if config.compact and config.max_compaction_lag_ms > 0:
+                roll_ms = min(config.max_compaction_lag_ms, config.segment_ms)
+            else:
+                roll_ms = config.segment_ms
+            append_time = 0 if config.message_timestamp_type == "LogAppendTime" else None
+            facts = self._facts = (config, bounded, roll_ms, append_time)
+        return facts
+
+    def _append_unguarded(self, records: bytes, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
         # Validation (CRC and framing, O(size)) runs before the writer lock, as Kafka's analyzeAndValidateRecords.
         scan = self._validate(records)
         if leader and self.config.compact:
@@ -546,9 +570,11 @@ class Log:
                 )
             now = self.clock.time_ms()
             if leader:
-                self._check_timestamps(records, scan, now)
-                log_append_time = now if self.config.message_timestamp_type == "LogAppendTime" else None
-                scan.assign_offsets(self._log_end_offset, leader_epoch, log_append_time)
+                _, bounded, _, stamp_append_time = self._append_facts()
+                if bounded or scan.log_append_time_batches:
+                    # Otherwise nothing can be refused: the records need not be decoded.
+                    self._check_timestamps(records, scan, now)
+                scan.assign_offsets(self._end[0], leader_epoch, None if stamp_append_time is None else now)
             else:
                 below = scan.check_follower(self._log_end_offset)
                 if below is not None:
@@ -613,15 +639,16 @@ class Log:
                     except OSError as err:
                         raise self._io_failure(f"transaction index append at offset {last_offset}", err) from err
                 self.producer_state.complete_txn(ended)
-            self._publish_end(last_offset + 1, segment)
-            self.producer_state.update_map_end_offset(self._log_end_offset)
+            log_end = last_offset + 1
+            self._end = (log_end, segment.base_offset, segment.log.size_in_bytes)  # _publish_end, inlined
+            self.producer_state.update_map_end_offset(log_end)
             committer = None
             if self.key_index is not None:
                 self.key_index.notify()
-            if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
+            if log_end - self._recovery_point >= self.config.flush_messages:
                 committer = self.group_commit
                 if committer is None:
-                    self.flush(self._log_end_offset)
+                    self.flush(log_end)
             appended = LogAppendInfo(
                 first_offset,
                 last_offset,
@@ -640,36 +667,34 @@ class Log:
 
     # -- roll -----------------------------------------------------------------------------------------------------
 
-    def _max_segment_ms(self) -> int:
-        config = self.config
-        if config.compact and config.max_compaction_lag_ms > 0:
-            return min(config.max_compaction_lag_ms, config.segment_ms)
-        return config.segment_ms
-
     def should_roll(self, segment: LogSegment, incoming_bytes: int, max_timestamp: int, last_offset: int, now: int) -> bool:
         """Kafka's roll rules (§6.1): size, time (record time when known, with jitter), full indexes, relative
         offset overflow. O(1)."""
-        config = self.config
-        time_waited = segment.time_waited_for_roll(now, max_timestamp)
-        size = segment.size
+        config, _, roll_ms, _ = self._append_facts()
+        size = segment.log.size_in_bytes
+        # Cheapest rules first (every append asks); the time rule reads the first batch header once per segment.
         return (
             size > config.segment_bytes - incoming_bytes
-            or (size > 0 and time_waited > self._max_segment_ms() - segment.roll_jitter_ms)
+            or last_offset - segment.base_offset > _INT32_MAX
+            or (size > 0 and segment.time_waited_for_roll(now, max_timestamp) > roll_ms - segment.roll_jitter_ms)
             or segment.offset_index.is_full()
             or segment.time_index.is_full()
-            or last_offset - segment.base_offset > _INT32_MAX
         )
 
-    @_io_guarded("roll check")
     def _maybe_roll(self, incoming: int, max_timestamp: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
-        segment = self.segments.active_segment
-        if incoming > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes {self.config.segment_bytes}"
-            )
-        if self.should_roll(segment, incoming, max_timestamp, last_offset, now):
-            return self.roll(first_offset)
-        return segment
+        # _io_guarded("roll check"), written out: every append passes here.
+        try:
+            segment = self.segments.active_segment
+            if incoming > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes "
+                    f"{self.config.segment_bytes}"
+                )
+            if self.should_roll(segment, incoming, max_timestamp, last_offset, now):
+                return self.roll(first_offset)
+            return segment
+        except OSError as err:
+            raise self._io_failure("roll check", err) from err
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log end offset)``: the old one gets its final

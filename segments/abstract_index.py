@@ -90,6 +90,11 @@ class AbstractIndex(ABC, Generic[EntryT]):
         self._length = 0
         self._max_entries = 0
         self._entries = 0
+        # (entry count, last entry) as the last append wrote it or a read parsed it: appends compare against the
+        # last entry every time, and parsing it from the map costs more than the append. Valid while the count
+        # matches: entries are only added by appends (which refresh it) and dropped by truncations (which change
+        # the count); load_entries, which rewrites them, drops it.
+        self._last: tuple[int, EntryT] | None = None
         self._closed = False
         presize = self._round_down(max_index_size) if writable and preallocate else 0
         if writable and preallocate and presize == 0:
@@ -157,6 +162,13 @@ class AbstractIndex(ABC, Generic[EntryT]):
     @abstractmethod
     def _slot_offset(self, slot: int) -> int:
         """Absolute offset stored in ``slot``."""
+
+    def _last_entry(self) -> EntryT:
+        """The last entry (the index must not be empty), from the cache when it is current. O(1)."""
+        last = self._last
+        if last is None or last[0] != self._entries:
+            last = self._last = (self._entries, self._parse(self._entries - 1))
+        return last[1]
 
     def entry(self, n: int) -> EntryT:
         """The ``n``-th entry (0-based); IndexError outside ``[0, entries)``. O(1)."""
@@ -268,6 +280,7 @@ class AbstractIndex(ABC, Generic[EntryT]):
         if len(entries) % self.entry_size:
             raise ValueError(f"{self._path}: {len(entries)} bytes are not whole {self.entry_size}-byte entries")
         self._entries = 0
+        self._last = None
         self.resize(max(capacity, len(entries)))
         if entries:
             self._buffer()[: len(entries)] = entries

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from segments._native.batches import BatchWalk, FileBatch, locate_batch, pread_bytes, register
+from segments._native.batches import BatchWalk, FileBatch, locate_batch, pread_bytes, pwrite_all, register
 from segments.errors import CorruptRecordError
 from segments.legacy import LegacyRecordBatch
 from segments.records import (
@@ -209,16 +209,14 @@ class FileRecords:
         :attr:`size_in_bytes` unchanged, so readers never see the bytes a short write left behind; the next append
         overwrites them and :meth:`close` trims them.
         """
-        self._require_writable()
+        if not self._writable:
+            self._require_writable()
         position = self._size
-        view = memoryview(data)
-        written = 0
         try:
-            while written < len(view):
-                written += os.pwrite(self._fd, view[written:], position + written)
+            pwrite_all(self._fd, data, position)
         except OSError as err:
-            raise self._located(err, f"append of {len(view)} bytes at position {position}") from err
-        self._size += written
+            raise self._located(err, f"append of {len(data)} bytes at position {position}") from err
+        self._size = position + len(data)
         return position
 
     def truncate_to(self, size: int) -> int:

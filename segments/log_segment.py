@@ -342,17 +342,24 @@ class LogSegment:
         ``largest_offset`` is their largest last offset, ``largest_timestamp`` their largest max timestamp if above
         -1 (else -1) and ``shallow_offset_of_max_timestamp`` the last offset of the first batch holding it (else
         -1). O(len(records)) for the write."""
-        self._ensure_offset_in_range(largest_offset)
-        if self.size == 0:
+        # Every append's path: the properties behind these steps are read once, as plain attributes.
+        if not 0 <= largest_offset - self.base_offset <= MAX_RELATIVE_OFFSET:
+            self._ensure_offset_in_range(largest_offset)
+        log = self.log
+        if log.size_in_bytes == 0:
             self.rolling_based_timestamp = largest_timestamp
-        position = self.log.append(records)
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
+        position = log.append(records)
+        most = self._max_timestamp_and_offset
+        if most is None:
+            most = self._max_timestamp_so_far()
+        if largest_timestamp > most.timestamp:
+            most = self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += len(records)
+            self._offset_index.get().append(largest_offset, position)
+            self._time_index.get().maybe_append(most.timestamp, most.offset)
+            self._bytes_since_last_index_entry = len(records)
+        else:
+            self._bytes_since_last_index_entry += len(records)
         return position
 
     def append_aborted_txn(self, aborted: AbortedTxn) -> None:

@@ -16,10 +16,10 @@ Every read of a byte is bounds-checked against the window it lies in; hostile si
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.errno cimport EINTR, errno
+from libc.errno cimport EINTR, EIO, errno
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from posix.types cimport off_t
-from posix.unistd cimport pread
+from posix.unistd cimport pread, pwrite
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
 from segments._native.index cimport search_slot
@@ -829,6 +829,33 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     result.size = size
     result.first_entry_incomplete = adjusted < found.total
     return result
+
+
+def pwrite_all(int fd, data, long long position):
+    """Write all of ``data`` (any contiguous buffer) to ``fd`` at ``position``, the GIL released; an ``OSError``
+    carries the errno of a failed ``pwrite`` (bytes before it may be written). O(len(data))."""
+    cdef const uint8_t[::1] view = data
+    cdef Py_ssize_t length = view.shape[0]
+    cdef Py_ssize_t written = 0
+    cdef Py_ssize_t n = 0
+    cdef int err = 0
+    if length == 0:
+        return
+    with nogil:
+        while written < length:
+            n = pwrite(fd, &view[written], <size_t>(length - written), <off_t>(position + written))
+            if n < 0:
+                if errno == EINTR:
+                    continue
+                err = errno
+                break
+            if n == 0:
+                # No progress on a regular file: an error, not a reason to spin with the GIL released.
+                err = EIO
+                break
+            written += n
+    if err != 0:
+        raise OSError(err, os.strerror(err))
 
 
 def pread_bytes(int fd, Py_ssize_t size, long long position):

@@ -8,8 +8,10 @@ section), so lookups near the end touch the same pages. Reads never go past ``en
 map (clamped to its length).
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport int64_t, uint8_t
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+
+from segments._native.wire cimport store_be32, store_be64
 
 # Field kinds (the ``field`` argument of :func:`search`).
 FIELD_INT32 = 0
@@ -38,5 +40,31 @@ def search(buffer, Py_ssize_t entries, int entry_size, int field_offset, int fie
             result = search_slot(<const uint8_t *>view.buf + field_offset, entries, entry_size, wide, base, target,
                                  largest_lower_bound, warm_entries)
         return result
+    finally:
+        PyBuffer_Release(&view)
+
+
+def store_entry(buffer, Py_ssize_t slot, int entry_size, int64_t first, int32_t second):
+    """Write entry ``slot`` of an index map: an offset entry (``entry_size`` 8: int32 ``first`` = relative offset,
+    int32 ``second`` = position) or a time entry (12: int64 ``first`` = timestamp, int32 ``second`` = relative
+    offset), big-endian. ``IndexError`` unless the whole entry lies inside the map; ``OverflowError`` for a first
+    field outside int32 in an offset entry. O(1)."""
+    cdef Py_buffer view
+    cdef uint8_t *p
+    if entry_size != 8 and entry_size != 12:
+        raise ValueError(f"no index has {entry_size}-byte entries")
+    if entry_size == 8 and not -2147483648 <= first <= 2147483647:
+        raise OverflowError(f"{first} does not fit an int32 index field")
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+    try:
+        if slot < 0 or (slot + 1) * entry_size > view.len:
+            raise IndexError(f"index slot {slot} lies outside a {view.len}-byte map")
+        p = <uint8_t *>view.buf + slot * entry_size
+        if entry_size == 8:
+            store_be32(p, <uint32_t><int32_t>first)
+            store_be32(p + 4, <uint32_t>second)
+        else:
+            store_be64(p, <uint64_t>first)
+            store_be32(p + 8, <uint32_t>second)
     finally:
         PyBuffer_Release(&view)
