@@ -951,6 +951,11 @@ class Log:
             return best
         readers = self.readers
         for segment in self.segments.values():
+            known = segment.known_max_timestamp
+            if known is not None and 0 <= known < timestamp:
+                # What largest_timestamp() would answer, from memory: no hold needed (the common skip of every
+                # segment before the answer's).
+                continue
             readers.acquire(segment)
             try:
                 if segment.log.closed:

@@ -285,6 +285,13 @@ class LogSegment:
         return self._max_timestamp_so_far().timestamp
 
     @property
+    def known_max_timestamp(self) -> int | None:
+        """:attr:`max_timestamp_so_far` when it is known without reading the time index (after an append, a
+        recovery or a first read of it), else None. Never does I/O: safe on a segment nobody holds. O(1)."""
+        known = self._max_timestamp_and_offset
+        return None if known is None else known.timestamp
+
+    @property
     def shallow_offset_of_max_timestamp_so_far(self) -> int:
         """Last offset of the batch holding :attr:`max_timestamp_so_far`. O(1)."""
         return self._max_timestamp_so_far().offset
