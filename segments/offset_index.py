@@ -11,7 +11,13 @@ import struct
 from typing import ClassVar, NamedTuple
 
 from segments._native.index import store_entry
-from segments.abstract_index import INT32_FIELD, WARM_SECTION_BYTES, AbstractIndex, IndexField
+from segments.abstract_index import (
+    INT32_FIELD,
+    MAX_RELATIVE_OFFSET,
+    WARM_SECTION_BYTES,
+    AbstractIndex,
+    IndexField,
+)
 from segments.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 _ENTRY = struct.Struct(">ii")
@@ -45,7 +51,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     @property
     def last_offset(self) -> int:
         """Offset of the last entry, or the base offset when empty. O(1)."""
-        return self._last_entry().offset if self._entries else self.base_offset
+        return self._last_fields()[1] if self._entries else self.base_offset
 
     def append(self, offset: int, position: int) -> None:
         """Append ``(offset, position)``.
@@ -59,7 +65,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         entries = self._entries
         if entries >= self._max_entries:
             raise IndexFullError(f"append to a full index ({entries} entries)", path=self._path)
-        if entries and offset <= self._last_entry().offset:
+        if entries and offset <= self._last_fields()[1]:
             raise InvalidOffsetError(
                 f"offset {offset} appended at slot {entries} is not larger than the last offset "
                 f"{self.last_offset}",
@@ -68,9 +74,13 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             )
         if not 0 <= position <= _MAX_POSITION:
             raise ValueError(f"{self._path}: file position {position} does not fit an int32")
-        store_entry(self._buffer(), entries, 8, self.relative_offset(offset), position)
+        relative = offset - self.base_offset
+        if not 0 <= relative <= MAX_RELATIVE_OFFSET:
+            self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        # A writable index with a free slot is mapped: the map is used as is (every append's path).
+        store_entry(self._mm, entries, 8, relative, position)
         self._entries = entries + 1
-        self._last = (entries + 1, OffsetPosition(offset, position))
+        self._last = (entries + 1, offset, position)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest entry with offset <= ``target_offset``, else ``(base_offset, 0)``. O(log n)."""

@@ -11,7 +11,14 @@ import struct
 from typing import ClassVar, NamedTuple
 
 from segments._native.index import store_entry
-from segments.abstract_index import INT32_FIELD, INT64_FIELD, WARM_SECTION_BYTES, AbstractIndex, IndexField
+from segments.abstract_index import (
+    INT32_FIELD,
+    INT64_FIELD,
+    MAX_RELATIVE_OFFSET,
+    WARM_SECTION_BYTES,
+    AbstractIndex,
+    IndexField,
+)
 from segments.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 _ENTRY = struct.Struct(">qi")
@@ -55,7 +62,10 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(-1, base_offset)`` when empty. O(1)."""
-        return self._last_entry() if self._entries else TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        if not self._entries:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        _, timestamp, offset = self._last_fields()
+        return TimestampOffset(timestamp, offset)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append ``(timestamp, offset)`` if ``timestamp`` exceeds the last timestamp (-1 for an empty index).
@@ -71,7 +81,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         if not skip_full_check and entries >= self._max_entries - 1:
             raise IndexFullError(f"append to a full time index ({entries} entries)", path=self._path)
         if entries:
-            last_timestamp, last_offset = self._last_entry()
+            _, last_timestamp, last_offset = self._last_fields()
             if offset < last_offset:
                 raise InvalidOffsetError(
                     f"offset {offset} appended at slot {entries} is smaller than the last offset {last_offset}",
@@ -93,9 +103,13 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             raise ValueError(f"{self._path}: timestamp {timestamp} does not fit an int64")
         if entries >= self._max_entries:
             raise IndexFullError(f"no slot left in the time index ({entries} entries)", path=self._path)
-        store_entry(self._buffer(), entries, 12, timestamp, self.relative_offset(offset))
+        relative = offset - self.base_offset
+        if not 0 <= relative <= MAX_RELATIVE_OFFSET:
+            self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        # A writable index with a free slot is mapped: the map is used as is (every append's path).
+        store_entry(self._mm, entries, 12, timestamp, relative)
         self._entries = entries + 1
-        self._last = (entries + 1, TimestampOffset(timestamp, offset))
+        self._last = (entries + 1, timestamp, offset)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= ``target_timestamp``, else ``(-1, base_offset)``. O(log n)."""

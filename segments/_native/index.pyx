@@ -47,10 +47,12 @@ def search(buffer, Py_ssize_t entries, int entry_size, int field_offset, int fie
 def store_entry(buffer, Py_ssize_t slot, int entry_size, int64_t first, int32_t second):
     """Write entry ``slot`` of an index map: an offset entry (``entry_size`` 8: int32 ``first`` = relative offset,
     int32 ``second`` = position) or a time entry (12: int64 ``first`` = timestamp, int32 ``second`` = relative
-    offset), big-endian. ``IndexError`` unless the whole entry lies inside the map; ``OverflowError`` for a first
+    offset), big-endian. ``ValueError`` for no map (``None``), ``IndexError`` unless the whole entry lies inside the map; ``OverflowError`` for a first
     field outside int32 in an offset entry. O(1)."""
     cdef Py_buffer view
     cdef uint8_t *p
+    if buffer is None:
+        raise ValueError("the index is not mapped (closed, or of length 0)")
     if entry_size != 8 and entry_size != 12:
         raise ValueError(f"no index has {entry_size}-byte entries")
     if entry_size == 8 and not -2147483648 <= first <= 2147483647:
