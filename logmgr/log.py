@@ -562,7 +562,8 @@ class Log:
         if leader and self.config.compact:
             self._refuse_null_keys(records, scan)
         with self._lock:
-            self._ensure_online()
+            if self._closed or self._offline_error is not None or self.dir_state.offline:
+                self._ensure_online()
             if self.dir_state.full:
                 raise LogDirFullError(
                     f"{self.topic_partition}: log dir {self.dir.parent} is above its disk usage limit; appends are "
