@@ -274,7 +274,7 @@ class Log:
         self._rng = random.Random()
         # What appends derive from the config (see _append_facts), for the config object it was derived from.
         self._facts: tuple[LogConfig, bool, int, int | None] | None = None
-        # (max.message.bytes, its decode limits): every read hands them out.
+        # (max.message.bytes, its decode limits): every read hands them out (see _refresh_limits).
         self._limits = (config.max_message_bytes, DecodeLimits.for_max_message_bytes(config.max_message_bytes))
         self.dir_state = LogDirState()
         self._closed = False
@@ -873,9 +873,12 @@ class Log:
                                 f"{self.topic_partition}: offset {start_offset} was deleted during the read "
                                 f"(log start is now {self._log_start_offset})"
                             )
+                    limits = self._limits
+                    if limits[0] != self.config.max_message_bytes:
+                        limits = self._refresh_limits()
                     return FetchDataInfo(
                         fetch.offset, data, segment.base_offset, fetch.position, aborted, str(segment.log.path),
-                        self._decode_limits(),
+                        limits[1],
                     )
             finally:
                 # ``segment`` may name the next one to try by now.
@@ -883,14 +886,12 @@ class Log:
             segment = self.segments.higher_segment(held.base_offset)
         return self._empty_fetch(start_offset, isolation)
 
-    def _decode_limits(self) -> DecodeLimits:
-        """The topic's decode limits (:meth:`DecodeLimits.for_max_message_bytes`), built again only when
-        ``max.message.bytes`` changed. O(1)."""
+    def _refresh_limits(self) -> tuple[int, DecodeLimits]:
+        """(``max.message.bytes``, its decode limits) for the current config, kept for the reads after (which
+        compare the first field before calling this). O(1)."""
         max_message_bytes = self.config.max_message_bytes
-        cached = self._limits
-        if cached[0] != max_message_bytes:
-            cached = self._limits = (max_message_bytes, DecodeLimits.for_max_message_bytes(max_message_bytes))
-        return cached[1]
+        self._limits = (max_message_bytes, DecodeLimits.for_max_message_bytes(max_message_bytes))
+        return self._limits
 
     @staticmethod
     def _empty_fetch(start_offset: int, isolation: Isolation) -> FetchDataInfo:
@@ -961,13 +962,15 @@ class Log:
             try:
                 if segment.log.closed:
                     continue
-                try:
-                    newest = segment.largest_timestamp()
-                except FileNotFoundError:
-                    # Its mtime fallback stats the file by name: renamed or unlinked by a concurrent deletion.
-                    continue
-                if newest < timestamp:
-                    continue
+                # A known max timestamp at or above the target is largest_timestamp()'s answer already.
+                if known is None or known < 0:
+                    try:
+                        newest = segment.largest_timestamp()
+                    except FileNotFoundError:
+                        # Its mtime fallback stats the file by name: renamed or unlinked by a concurrent deletion.
+                        continue
+                    if newest < timestamp:
+                        continue
                 found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
             finally:
                 readers.release(segment)
