@@ -73,6 +73,11 @@ class LeaderEpochCache:
         Returns whether an entry was added. O(n) for the rewrite."""
         if epoch < 0:
             return False
+        entries = self._entries
+        if entries and epoch <= entries[-1].epoch:
+            # Every append asks: the common refusal needs no lock. Only a truncation from the end can lift it, and
+            # truncations and appends are serialised by the log's writer lock.
+            return False
         with self._lock:
             if self._entries and (epoch <= self._entries[-1].epoch or start_offset < self._entries[-1].start_offset):
                 return False

@@ -107,9 +107,11 @@ class Isolation(enum.Enum):
     READ_COMMITTED = "read_committed"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class LogAppendInfo:
-    """The result of an append: offsets assigned, max timestamp and where the bytes went."""
+    """The result of an append: offsets assigned, max timestamp and where the bytes went. A value (compared and
+    hashed by its fields; read-only by convention): not frozen, as a frozen dataclass's construction costs more
+    than an append's bookkeeping."""
 
     first_offset: int
     last_offset: int
@@ -131,11 +133,13 @@ class AbortedTransaction:
     first_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class FetchDataInfo:
     """What :meth:`Log.read` returns: whole batches starting with the one holding ``offset``, read from
     ``path`` at byte ``position``; ``limits`` are the decode limits of the log's topic (never below its
-    ``max.message.bytes``, so a record the log accepted is always decoded)."""
+    ``max.message.bytes``, so a record the log accepted is always decoded). A value (compared and hashed by its
+    fields; read-only by convention): not frozen, as a frozen dataclass's construction costs as much as a
+    lookup."""
 
     offset: int
     records: bytes
@@ -268,6 +272,10 @@ class Log:
         self._high_watermark_provider: Callable[[], int] | None = None
         self.last_flush_ms = self.clock.time_ms()
         self._rng = random.Random()
+        # What appends derive from the config (see _append_facts), for the config object it was derived from.
+        self._facts: tuple[LogConfig, bool, int, int | None] | None = None
+        # (max.message.bytes, its decode limits): every read hands them out (see _refresh_limits).
+        self._limits = (config.max_message_bytes, DecodeLimits.for_max_message_bytes(config.max_message_bytes))
         self.dir_state = LogDirState()
         self._closed = False
         self._offline_error: OSError | None = None
@@ -493,8 +501,7 @@ class Log:
         O(batches) otherwise."""
         create_time = self.config.message_timestamp_type == CREATE_TIME
         before, after = self.config.timestamp_bounds
-        # Both windows at Long.MAX can refuse nothing: the records need not be decoded.
-        bounded = create_time and (before != INT64_MAX or after != INT64_MAX)
+        bounded = self._append_facts()[1]
         view = memoryview(records)
         for number, (start, end) in enumerate(scan.spans()):
             batch = DefaultRecordBatch(view[start:end])
@@ -525,14 +532,38 @@ class Log:
                     errors,
                 )
 
-    @_io_guarded("append")
     def _append(self, records: bytes, *, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
+        # _io_guarded("append"), written out: the decorator's call layer costs as much as an index append.
+        try:
+            return self._append_unguarded(records, leader, leader_epoch, origin)
+        except OSError as err:
+            raise self._io_failure("append", err) from err
+
+    def _append_facts(self) -> tuple[LogConfig, bool, int, int | None]:
+        """(config, whether a CreateTime window can refuse a timestamp, the time-based roll limit in ms, None or
+        the marker that the topic stamps LogAppendTime) for the current config, derived again only after
+        :meth:`update_config`: every append asks. O(1)."""
+        facts = self._facts
+        config = self.config
+        if facts is None or facts[0] is not config:
+            before, after = config.timestamp_bounds
+            bounded = config.message_timestamp_type == CREATE_TIME and (before != INT64_MAX or after != INT64_MAX)
+            if config.compact and config.max_compaction_lag_ms > 0:
+                roll_ms = min(config.max_compaction_lag_ms, config.segment_ms)
+            else:
+                roll_ms = config.segment_ms
+            append_time = 0 if config.message_timestamp_type == "LogAppendTime" else None
+            facts = self._facts = (config, bounded, roll_ms, append_time)
+        return facts
+
+    def _append_unguarded(self, records: bytes, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
         # Validation (CRC and framing, O(size)) runs before the writer lock, as Kafka's analyzeAndValidateRecords.
         scan = self._validate(records)
         if leader and self.config.compact:
             self._refuse_null_keys(records, scan)
         with self._lock:
-            self._ensure_online()
+            if self._closed or self._offline_error is not None or self.dir_state.offline:
+                self._ensure_online()
             if self.dir_state.full:
                 raise LogDirFullError(
                     f"{self.topic_partition}: log dir {self.dir.parent} is above its disk usage limit; appends are "
@@ -540,9 +571,11 @@ class Log:
                 )
             now = self.clock.time_ms()
             if leader:
-                self._check_timestamps(records, scan, now)
-                log_append_time = now if self.config.message_timestamp_type == "LogAppendTime" else None
-                scan.assign_offsets(self._log_end_offset, leader_epoch, log_append_time)
+                _, bounded, _, stamp_append_time = self._append_facts()
+                if bounded or scan.log_append_time_batches:
+                    # Otherwise nothing can be refused: the records need not be decoded.
+                    self._check_timestamps(records, scan, now)
+                scan.assign_offsets(self._end[0], leader_epoch, None if stamp_append_time is None else now)
             else:
                 below = scan.check_follower(self._log_end_offset)
                 if below is not None:
@@ -607,15 +640,16 @@ class Log:
                     except OSError as err:
                         raise self._io_failure(f"transaction index append at offset {last_offset}", err) from err
                 self.producer_state.complete_txn(ended)
-            self._publish_end(last_offset + 1, segment)
-            self.producer_state.update_map_end_offset(self._log_end_offset)
+            log_end = last_offset + 1
+            self._end = (log_end, segment.base_offset, segment.log.size_in_bytes)  # _publish_end, inlined
+            self.producer_state.update_map_end_offset(log_end)
             committer = None
             if self.key_index is not None:
                 self.key_index.notify()
-            if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
+            if log_end - self._recovery_point >= self.config.flush_messages:
                 committer = self.group_commit
                 if committer is None:
-                    self.flush(self._log_end_offset)
+                    self.flush(log_end)
             appended = LogAppendInfo(
                 first_offset,
                 last_offset,
@@ -634,36 +668,34 @@ class Log:
 
     # -- roll -----------------------------------------------------------------------------------------------------
 
-    def _max_segment_ms(self) -> int:
-        config = self.config
-        if config.compact and config.max_compaction_lag_ms > 0:
-            return min(config.max_compaction_lag_ms, config.segment_ms)
-        return config.segment_ms
-
     def should_roll(self, segment: LogSegment, incoming_bytes: int, max_timestamp: int, last_offset: int, now: int) -> bool:
         """Kafka's roll rules (§6.1): size, time (record time when known, with jitter), full indexes, relative
         offset overflow. O(1)."""
-        config = self.config
-        time_waited = segment.time_waited_for_roll(now, max_timestamp)
-        size = segment.size
+        config, _, roll_ms, _ = self._append_facts()
+        size = segment.log.size_in_bytes
+        # Cheapest rules first (every append asks); the time rule reads the first batch header once per segment.
         return (
             size > config.segment_bytes - incoming_bytes
-            or (size > 0 and time_waited > self._max_segment_ms() - segment.roll_jitter_ms)
+            or last_offset - segment.base_offset > _INT32_MAX
+            or (size > 0 and segment.time_waited_for_roll(now, max_timestamp) > roll_ms - segment.roll_jitter_ms)
             or segment.offset_index.is_full()
             or segment.time_index.is_full()
-            or last_offset - segment.base_offset > _INT32_MAX
         )
 
-    @_io_guarded("roll check")
     def _maybe_roll(self, incoming: int, max_timestamp: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
-        segment = self.segments.active_segment
-        if incoming > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes {self.config.segment_bytes}"
-            )
-        if self.should_roll(segment, incoming, max_timestamp, last_offset, now):
-            return self.roll(first_offset)
-        return segment
+        # _io_guarded("roll check"), written out: every append passes here.
+        try:
+            segment = self.segments.active_segment
+            if incoming > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes "
+                    f"{self.config.segment_bytes}"
+                )
+            if self.should_roll(segment, incoming, max_timestamp, last_offset, now):
+                return self.roll(first_offset)
+            return segment
+        except OSError as err:
+            raise self._io_failure("roll check", err) from err
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log end offset)``: the old one gets its final
@@ -751,7 +783,6 @@ class Log:
 
     # -- read -------------------------------------------------------------------------------------------------------
 
-    @_io_guarded("read")
     def read(
         self,
         start_offset: int,
@@ -771,13 +802,17 @@ class Log:
         cuts its tail and appends again), so reads check the truncation sequence (odd while one runs): a read that
         overlapped one is done again under the writer lock, never returning a position into a rewritten tail.
         """
-        sequence = self._truncation_sequence
-        if sequence % 2 == 0:
-            fetched = self._read(start_offset, max_bytes, isolation, max_offset, min_one_message)
-            if self._truncation_sequence == sequence:
-                return fetched
-        with self._lock:
-            return self._read(start_offset, max_bytes, isolation, max_offset, min_one_message)
+        # _io_guarded("read"), written out: the decorator's call layer costs as much as the index search.
+        try:
+            sequence = self._truncation_sequence
+            if sequence % 2 == 0:
+                fetched = self._read(start_offset, max_bytes, isolation, max_offset, min_one_message)
+                if self._truncation_sequence == sequence:
+                    return fetched
+            with self._lock:
+                return self._read(start_offset, max_bytes, isolation, max_offset, min_one_message)
+        except OSError as err:
+            raise self._io_failure("read", err) from err
 
     def _read(
         self,
@@ -787,13 +822,18 @@ class Log:
         max_offset: int | None,
         min_one_message: bool,
     ) -> FetchDataInfo:
-        self._ensure_online()
+        if self._closed or self._offline_error is not None or self.dir_state.offline:
+            self._ensure_online()
         end = self._end
         log_end = end[0]
         if isolation is Isolation.LOG_END:
             bound = log_end
         elif isolation is Isolation.READ_UNCOMMITTED:
-            bound = min(self.high_watermark, log_end)
+            # A standalone log's high watermark is its log end (the property's answer, without its calls).
+            if self._high_watermark_provider is None and self._high_watermark is None:
+                bound = log_end
+            else:
+                bound = min(self.high_watermark, log_end)
         else:
             bound = min(self.last_stable_offset, log_end)
         if max_offset is not None:
@@ -805,13 +845,20 @@ class Log:
         if start_offset >= bound:
             return self._empty_fetch(start_offset, isolation)
         segment = self.segments.floor_segment(start_offset)
+        readers = self.readers
         while segment is not None:
-            with self.readers.hold(segment):
+            held = segment
+            readers.acquire(held)
+            try:
                 if segment.log.closed:
                     # Deleted (and closed) between lookup and hold: retry from the current start.
                     segment = self.segments.floor_segment(max(start_offset, self._log_start_offset))
                     continue
-                max_position = self._position_of(segment, bound, end)
+                if bound >= log_end and segment.base_offset == end[1]:
+                    # The active segment up to the published end: _position_of's common answer, without the call.
+                    max_position = end[2]
+                else:
+                    max_position = self._position_of(segment, bound, end)
                 fetch = segment.read(start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message)
                 if fetch is not None:
                     data = segment.read_bytes(fetch) if fetch.size else b""
@@ -826,16 +873,28 @@ class Log:
                                 f"{self.topic_partition}: offset {start_offset} was deleted during the read "
                                 f"(log start is now {self._log_start_offset})"
                             )
+                    limits = self._limits
+                    if limits[0] != self.config.max_message_bytes:
+                        limits = self._refresh_limits()
                     return FetchDataInfo(
                         fetch.offset, data, segment.base_offset, fetch.position, aborted, str(segment.log.path),
-                        DecodeLimits.for_max_message_bytes(self.config.max_message_bytes),
+                        limits[1],
                     )
-            segment = self.segments.higher_segment(segment.base_offset)
+            finally:
+                # ``segment`` may name the next one to try by now.
+                readers.release(held)
+            segment = self.segments.higher_segment(held.base_offset)
         return self._empty_fetch(start_offset, isolation)
+
+    def _refresh_limits(self) -> tuple[int, DecodeLimits]:
+        """(``max.message.bytes``, its decode limits) for the current config, kept for the reads after (which
+        compare the first field before calling this). O(1)."""
+        max_message_bytes = self.config.max_message_bytes
+        self._limits = (max_message_bytes, DecodeLimits.for_max_message_bytes(max_message_bytes))
+        return self._limits
 
     @staticmethod
     def _empty_fetch(start_offset: int, isolation: Isolation) -> FetchDataInfo:
-        # Built only when returned: a frozen dataclass costs more than the rest of a read's bookkeeping.
         return FetchDataInfo(start_offset, b"", -1, -1, () if isolation is Isolation.READ_COMMITTED else None)
 
     def _position_of(self, segment: LogSegment, bound: int, end: tuple[int, int, int]) -> int:
@@ -868,11 +927,18 @@ class Log:
                 break
         return tuple(AbortedTransaction(t.producer_id, t.first_offset) for t in collected)
 
-    @_io_guarded("offset lookup by timestamp")
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp``; ``-2`` gives the log start
         offset, ``-1`` the log end offset, ``-3`` the record with the max timestamp; :class:`KafkaStorageError` once
         the log is closed or its dir offline. O(segments + bytes scanned)."""
+        # _io_guarded("offset lookup by timestamp"), written out: the decorator's call layer costs as much as the
+        # index search.
+        try:
+            return self._offset_for_timestamp(timestamp)
+        except OSError as err:
+            raise self._io_failure("offset lookup by timestamp", err) from err
+
+    def _offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         self._ensure_online()
         if timestamp == EARLIEST_TIMESTAMP:
             return self._log_start_offset, -1
@@ -885,18 +951,29 @@ class Log:
                 if ts >= 0 and (best is None or ts > best[1]):
                     best = (segment.shallow_offset_of_max_timestamp_so_far, ts)
             return best
+        readers = self.readers
         for segment in self.segments.values():
-            with self.readers.hold(segment):
+            known = segment.known_max_timestamp
+            if known is not None and 0 <= known < timestamp:
+                # What largest_timestamp() would answer, from memory: no hold needed (the common skip of every
+                # segment before the answer's).
+                continue
+            readers.acquire(segment)
+            try:
                 if segment.log.closed:
                     continue
-                try:
-                    newest = segment.largest_timestamp()
-                except FileNotFoundError:
-                    # Its mtime fallback stats the file by name: renamed or unlinked by a concurrent deletion.
-                    continue
-                if newest < timestamp:
-                    continue
+                # A known max timestamp at or above the target is largest_timestamp()'s answer already.
+                if known is None or known < 0:
+                    try:
+                        newest = segment.largest_timestamp()
+                    except FileNotFoundError:
+                        # Its mtime fallback stats the file by name: renamed or unlinked by a concurrent deletion.
+                        continue
+                    if newest < timestamp:
+                        continue
                 found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+            finally:
+                readers.release(segment)
             if found is not None:
                 return found.offset, found.timestamp
         return None

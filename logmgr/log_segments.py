@@ -9,6 +9,7 @@ the segments' own files follow the one-writer/many-readers rule of :mod:`segment
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from collections.abc import Iterator
 
 from sortedcontainers import SortedDict
@@ -25,6 +26,11 @@ class LogSegments:
         # The newest segment, kept in step by every structural change: every append asks for it, and a
         # SortedDict peek costs microseconds.
         self._last: LogSegment | None = None
+        # (base offsets, segments) as two lists for floor_segment's C bisect (every fetch's first step) and for
+        # values() of the whole log (every timestamp lookup's): dropped by
+        # each structural change under the lock, rebuilt by the next lookup. A reader that took the old pair
+        # just before a change answers as if it had looked up before it.
+        self._floor_snapshot: tuple[list[int], list[LogSegment]] | None = None
 
     # -- structure -------------------------------------------------------------------------------------------
 
@@ -33,6 +39,7 @@ class LogSegments:
         with self._lock:
             previous: LogSegment | None = self._segments.get(segment.base_offset)
             self._segments[segment.base_offset] = segment
+            self._floor_snapshot = None
             if self._last is None or segment.base_offset >= self._last.base_offset:
                 self._last = segment
             return previous
@@ -41,6 +48,7 @@ class LogSegments:
         """Remove and return the segment at ``base_offset`` (``None`` if absent). O(log n)."""
         with self._lock:
             removed: LogSegment | None = self._segments.pop(base_offset, None)
+            self._floor_snapshot = None
             if removed is not None and removed is self._last:
                 self._last = self._segments.peekitem(-1)[1] if self._segments else None
             return removed
@@ -50,6 +58,7 @@ class LogSegments:
         with self._lock:
             segments = list(self._segments.values())
             self._segments.clear()
+            self._floor_snapshot = None
             self._last = None
             return segments
 
@@ -82,6 +91,8 @@ class LogSegments:
 
     def values(self, from_offset: int | None = None, to_offset: int | None = None) -> list[LogSegment]:
         """Segments with ``from_offset <= base < to_offset`` (both bounds optional), oldest first. O(log n + k)."""
+        if from_offset is None and to_offset is None:
+            return list(self._snapshot()[1])
         with self._lock:
             keys = self._segments.irange(from_offset, to_offset, inclusive=(True, False))
             return [self._segments[k] for k in keys]
@@ -110,13 +121,20 @@ class LogSegments:
         return segment
 
     def floor_segment(self, offset: int) -> LogSegment | None:
-        """The segment with the largest base offset ``<= offset`` (the one holding ``offset``). O(log n)."""
-        with self._lock:
-            index = self._segments.bisect_right(offset)
-            if index == 0:
-                return None
-            segment: LogSegment = self._segments.peekitem(index - 1)[1]
-            return segment
+        """The segment with the largest base offset ``<= offset`` (the one holding ``offset``). O(log n); O(n) for
+        the first lookup after a structural change."""
+        snapshot = self._snapshot()
+        index = bisect_right(snapshot[0], offset)
+        return snapshot[1][index - 1] if index else None
+
+    def _snapshot(self) -> tuple[list[int], list[LogSegment]]:
+        """The (base offsets, segments) lists, rebuilt under the lock if a structural change dropped them. O(1);
+        O(n) after a change."""
+        snapshot = self._floor_snapshot
+        if snapshot is None:
+            with self._lock:
+                snapshot = self._floor_snapshot = (list(self._segments.keys()), list(self._segments.values()))
+        return snapshot
 
     def higher_segment(self, offset: int) -> LogSegment | None:
         """The first segment with base offset ``> offset``. O(log n)."""
@@ -148,3 +166,5 @@ class LogSegments:
             for key, segment in self._segments.items():
                 assert segment.base_offset == key
             assert self._last is (self._segments.peekitem(-1)[1] if self._segments else None)
+            snapshot = self._floor_snapshot
+            assert snapshot is None or (snapshot[0] == keys and snapshot[1] == list(self._segments.values()))

@@ -40,24 +40,36 @@ class SegmentReaders:
         self._counts: dict[int, int] = {}
         self._close_on_release: dict[int, LogSegment] = {}
 
-    @contextmanager
-    def hold(self, segment: LogSegment) -> Iterator[LogSegment]:
-        """Hold ``segment`` for the duration of the ``with`` block. O(1)."""
+    def acquire(self, segment: LogSegment) -> None:
+        """Start holding ``segment``; every call is paired with one :meth:`release` (a ``finally``: the read path
+        pairs them itself, as a context manager costs more than the rest of a lookup's bookkeeping). O(1)."""
         key = id(segment)
         with self._lock:
-            self._counts[key] = self._counts.get(key, 0) + 1
+            counts = self._counts
+            counts[key] = counts.get(key, 0) + 1
+
+    def release(self, segment: LogSegment) -> None:
+        """Stop holding ``segment``; the last reader of a segment deleted meanwhile closes it. O(1)."""
+        key = id(segment)
+        with self._lock:
+            remaining = self._counts[key] - 1
+            if remaining:
+                self._counts[key] = remaining
+                return
+            del self._counts[key]
+            if self._close_on_release:
+                to_close = self._close_on_release.pop(key, None)
+                if to_close is not None:
+                    _close_unlinked(to_close)
+
+    @contextmanager
+    def hold(self, segment: LogSegment) -> Iterator[LogSegment]:
+        """Hold ``segment`` for the duration of the ``with`` block (:meth:`acquire` / :meth:`release`). O(1)."""
+        self.acquire(segment)
         try:
             yield segment
         finally:
-            with self._lock:
-                remaining = self._counts[key] - 1
-                if remaining:
-                    self._counts[key] = remaining
-                else:
-                    del self._counts[key]
-                    to_close = self._close_on_release.pop(key, None)
-                    if to_close is not None:
-                        _close_unlinked(to_close)
+            self.release(segment)
 
     def readers(self, segment: LogSegment) -> int:
         """How many readers hold ``segment`` now. O(1)."""

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Generic, NamedTuple, Self, TypeVar
+from typing import ClassVar, Generic, NamedTuple, Self, TypeVar, cast
 
 from segments._native import index as _native_index
 from segments.errors import CorruptIndexError, IndexOffsetOverflowError
@@ -90,6 +90,12 @@ class AbstractIndex(ABC, Generic[EntryT]):
         self._length = 0
         self._max_entries = 0
         self._entries = 0
+        # (entry count, the last entry's two fields) as the last append wrote them or a read parsed them (plain ints:
+        # building an entry tuple costs as much as the rest of an append): appends compare against the
+        # last entry every time, and parsing it from the map costs more than the append. Valid while the count
+        # matches: entries are only added by appends (which refresh it) and dropped by truncations (which change
+        # the count); load_entries, which rewrites them, drops it.
+        self._last: tuple[int, int, int] | None = None
         self._closed = False
         presize = self._round_down(max_index_size) if writable and preallocate else 0
         if writable and preallocate and presize == 0:
@@ -157,6 +163,16 @@ class AbstractIndex(ABC, Generic[EntryT]):
     @abstractmethod
     def _slot_offset(self, slot: int) -> int:
         """Absolute offset stored in ``slot``."""
+
+    def _last_fields(self) -> tuple[int, int, int]:
+        """(entry count, the last entry's two fields as :meth:`_parse` gives them) of a non-empty index, from the
+        cache when it is current. O(1)."""
+        last = self._last
+        if last is None or last[0] != self._entries:
+            # Both entry kinds are NamedTuples of two ints.
+            first, second = cast(tuple[int, int], self._parse(self._entries - 1))
+            last = self._last = (self._entries, first, second)
+        return last
 
     def entry(self, n: int) -> EntryT:
         """The ``n``-th entry (0-based); IndexError outside ``[0, entries)``. O(1)."""
@@ -268,6 +284,7 @@ class AbstractIndex(ABC, Generic[EntryT]):
         if len(entries) % self.entry_size:
             raise ValueError(f"{self._path}: {len(entries)} bytes are not whole {self.entry_size}-byte entries")
         self._entries = 0
+        self._last = None
         self.resize(max(capacity, len(entries)))
         if entries:
             self._buffer()[: len(entries)] = entries

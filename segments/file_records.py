@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from segments._native.batches import BatchWalk, FileBatch, locate_batch, register
+from segments._native.batches import BatchWalk, FileBatch, locate_batch, pread_bytes, pwrite_all, register
 from segments.errors import CorruptRecordError
 from segments.legacy import LegacyRecordBatch
 from segments.records import (
@@ -210,18 +210,10 @@ class FileRecords:
             return b""
         if position < 0:
             raise ValueError(f"{self._path}: read at negative position {position}")
-        chunks = []
-        while size > 0:
-            try:
-                chunk = os.pread(self._descriptor(), size, position)
-            except OSError as err:
-                raise self._located(err, f"read of {size} bytes at position {position}") from err
-            if not chunk:
-                break
-            chunks.append(chunk)
-            position += len(chunk)
-            size -= len(chunk)
-        return b"".join(chunks)
+        try:
+            return pread_bytes(self._descriptor(), size, position)
+        except OSError as err:
+            raise self._located(err, f"read of {size} bytes at position {position}") from err
 
     def batches(self, start: int = 0, end: int | None = None, *, max_batch_size: int | None = None) -> Iterator[FileBatch]:
         """Iterate batches from byte ``start`` up to ``end`` (default: the current size); see
@@ -254,16 +246,14 @@ class FileRecords:
         :attr:`size_in_bytes` unchanged, so readers never see the bytes a short write left behind; the next append
         overwrites them and :meth:`close` trims them.
         """
-        self._require_writable()
+        if not self._writable:
+            self._require_writable()
         position = self._size
-        view = memoryview(data)
-        written = 0
         try:
-            while written < len(view):
-                written += os.pwrite(self._descriptor(), view[written:], position + written)
+            pwrite_all(self._descriptor(), data, position)
         except OSError as err:
-            raise self._located(err, f"append of {len(view)} bytes at position {position}") from err
-        self._size += written
+            raise self._located(err, f"append of {len(data)} bytes at position {position}") from err
+        self._size = position + len(data)
         return position
 
     def truncate_to(self, size: int) -> int:

@@ -23,10 +23,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from segments._native.batches import RecoveryScan, find_record_by_timestamp
+from segments._native.batches import (
+    FetchSlice,
+    RecoveryScan,
+    fetch_slice,
+    find_record_by_timestamp,
+    indexed_position,
+    locate_timestamp,
+)
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
-    CorruptIndexError,
     CorruptRecordError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
@@ -73,20 +79,10 @@ class LogOffsetPosition:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class FetchSlice:
-    """A read result: the first batch's offset and a byte range of the segment's ``.log``."""
-
-    offset: int
-    segment_base_offset: int
-    position: int
-    size: int
-    first_entry_incomplete: bool = False
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TimestampAndOffset:
-    """A record found by timestamp: its timestamp and offset."""
+    """A record found by timestamp: its timestamp and offset. A value (compared and hashed by its fields;
+    read-only by convention): not frozen, as a frozen dataclass's construction costs as much as the search."""
 
     timestamp: int
     offset: int
@@ -424,6 +420,13 @@ class LogSegment:
         return self._max_timestamp_so_far().timestamp
 
     @property
+    def known_max_timestamp(self) -> int | None:
+        """:attr:`max_timestamp_so_far` when it is known without reading the time index (after an append, a
+        recovery or a first read of it), else None. Never does I/O: safe on a segment nobody holds. O(1)."""
+        known = self._max_timestamp_and_offset
+        return None if known is None else known.timestamp
+
+    @property
     def shallow_offset_of_max_timestamp_so_far(self) -> int:
         """Last offset of the batch holding :attr:`max_timestamp_so_far`. O(1)."""
         return self._max_timestamp_so_far().offset
@@ -481,17 +484,24 @@ class LogSegment:
         ``largest_offset`` is their largest last offset, ``largest_timestamp`` their largest max timestamp if above
         -1 (else -1) and ``shallow_offset_of_max_timestamp`` the last offset of the first batch holding it (else
         -1). O(len(records)) for the write."""
-        self._ensure_offset_in_range(largest_offset)
-        if self.size == 0:
+        # Every append's path: the properties behind these steps are read once, as plain attributes.
+        if not 0 <= largest_offset - self.base_offset <= MAX_RELATIVE_OFFSET:
+            self._ensure_offset_in_range(largest_offset)
+        log = self.log
+        if log.size_in_bytes == 0:
             self.rolling_based_timestamp = largest_timestamp
-        position = self.log.append(records)
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
+        position = log.append(records)
+        most = self._max_timestamp_and_offset
+        if most is None:
+            most = self._max_timestamp_so_far()
+        if largest_timestamp > most.timestamp:
+            most = self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += len(records)
+            self.time_index.maybe_append(most.timestamp, most.offset)
+            self._bytes_since_last_index_entry = len(records)
+        else:
+            self._bytes_since_last_index_entry += len(records)
         return position
 
     def append_aborted_txn(self, aborted: AbortedTxn) -> None:
@@ -530,15 +540,14 @@ class LogSegment:
         O(log n + bytes scanned)."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for a read from {self.log.path}")
-        # translate_offset without its result object: this is every fetch's path.
-        start = self.log.locate_batch(self._indexed_position(start_offset), start_offset)
-        if start is None:
-            return None
-        last_offset, position, batch_size = start
-        adjusted = max(max_size, batch_size) if min_one_message else max_size
-        limit = self.size if max_position is None else max_position
-        size = max(0, min(limit - position, adjusted))
-        return FetchSlice(last_offset, self.base_offset, position, size, adjusted < batch_size)
+        index = self.offset_index
+        log = self.log
+        # Every fetch's path, so one compiled call (index search, header hop, bounds) on the collaborators' state:
+        # the descriptor and size snapshot of the .log, the index map and its entry count.
+        return fetch_slice(
+            log._descriptor(), log._size, log._path, index._mm, index._entries, index._path, self.base_offset,
+            index._WARM_ENTRIES, start_offset, max_position, max_size, min_one_message,
+        )
 
     def read_bytes(self, fetch: FetchSlice) -> bytes:
         """The bytes of a :meth:`read` result. O(size)."""
@@ -550,9 +559,15 @@ class LogSegment:
         reaches the target, and only that batch is read, its records scanned for their timestamps and offsets
         (:func:`first_record_at_or_after`)."""
         starting = self.base_offset if starting_offset is None else starting_offset
-        entry = self.time_index.lookup(timestamp)
-        position = self._indexed_position(max(entry.offset, starting))
-        while (found := self.log.locate_batch(position, timestamp, by_timestamp=True)) is not None:
+        time_index, offset_index, log = self.time_index, self.offset_index, self.log
+        # The index searches and the first header hop in one compiled call (every timestamp lookup's path), on the
+        # collaborators' state as in read().
+        found = locate_timestamp(
+            log._descriptor(), log._size, log._path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
+            offset_index._entries, offset_index._path, self.base_offset, time_index._WARM_ENTRIES,
+            offset_index._WARM_ENTRIES, timestamp, starting,
+        )
+        while found is not None:
             _, position, size = found
             data = self.log.read(position, size)
             if len(data) < size:
@@ -564,7 +579,7 @@ class LogSegment:
                 raise err.at(self.log.path, position_base=position) from None
             if hit is not None:
                 return hit
-            position += size
+            found = log.locate_batch(position + size, timestamp, by_timestamp=True)
         return None
 
     def read_next_offset(self) -> int:
@@ -577,15 +592,12 @@ class LogSegment:
     def _indexed_position(self, offset: int) -> int:
         """Where a scan for ``offset`` starts: the position of the offset index's entry for it. Kafka's index sanity
         check reads offsets only, so a damaged entry can hold a negative position: CorruptIndexError naming the
-        index file and entry, rather than a read at a negative position. O(log n)."""
-        position = self.offset_index.lookup_position(offset)
-        if position < 0:
-            mapping = self.offset_index.lookup(offset)
-            raise CorruptIndexError(
-                f"entry for offset {mapping.offset} has a negative position {mapping.position}",
-                path=self.offset_index_path,
-            )
-        return position
+        index file and entry, rather than a read at a negative position (the compiled search of
+        :func:`segments._native.batches.indexed_position`). O(log n)."""
+        index = self.offset_index
+        return indexed_position(
+            index._mm, index._entries, index._path, self.base_offset, index._WARM_ENTRIES, offset
+        )
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` from this segment's

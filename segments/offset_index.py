@@ -10,7 +10,14 @@ from __future__ import annotations
 import struct
 from typing import ClassVar, NamedTuple
 
-from segments.abstract_index import INT32_FIELD, WARM_SECTION_BYTES, AbstractIndex, IndexField
+from segments._native.index import store_entry
+from segments.abstract_index import (
+    INT32_FIELD,
+    MAX_RELATIVE_OFFSET,
+    WARM_SECTION_BYTES,
+    AbstractIndex,
+    IndexField,
+)
 from segments.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 _ENTRY = struct.Struct(">ii")
@@ -44,7 +51,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     @property
     def last_offset(self) -> int:
         """Offset of the last entry, or the base offset when empty. O(1)."""
-        return self._slot_offset(self._entries - 1) if self._entries else self.base_offset
+        return self._last_fields()[1] if self._entries else self.base_offset
 
     def append(self, offset: int, position: int) -> None:
         """Append ``(offset, position)``.
@@ -53,33 +60,32 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         non-empty index), IndexOffsetOverflowError when it does not fit a relative offset; Kafka's order of checks.
         O(1).
         """
-        self._require_writable()
-        if self.is_full():
-            raise IndexFullError(f"append to a full index ({self._entries} entries)", path=self._path)
-        if self._entries and offset <= self.last_offset:
+        if self._closed or not self.writable:
+            self._require_writable()
+        entries = self._entries
+        if entries >= self._max_entries:
+            raise IndexFullError(f"append to a full index ({entries} entries)", path=self._path)
+        if entries and offset <= self._last_fields()[1]:
             raise InvalidOffsetError(
-                f"offset {offset} appended at slot {self._entries} is not larger than the last offset "
+                f"offset {offset} appended at slot {entries} is not larger than the last offset "
                 f"{self.last_offset}",
                 path=self._path,
                 position=self.size_in_bytes,
             )
         if not 0 <= position <= _MAX_POSITION:
             raise ValueError(f"{self._path}: file position {position} does not fit an int32")
-        _ENTRY.pack_into(self._buffer(), self.size_in_bytes, self.relative_offset(offset), position)
-        self._entries += 1
+        relative = offset - self.base_offset
+        if not 0 <= relative <= MAX_RELATIVE_OFFSET:
+            self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        # A writable index with a free slot is mapped: the map is used as is (every append's path).
+        store_entry(self._mm, entries, 8, relative, position)
+        self._entries = entries + 1
+        self._last = (entries + 1, offset, position)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest entry with offset <= ``target_offset``, else ``(base_offset, 0)``. O(log n)."""
         slot = self._largest_lower_bound_slot(target_offset, self._OFFSET_FIELD)
         return OffsetPosition(self.base_offset, 0) if slot < 0 else self._parse(slot)
-
-    def lookup_position(self, target_offset: int) -> int:
-        """``lookup(target_offset).position`` without building the entry (the read path's question). O(log n)."""
-        slot = self._largest_lower_bound_slot(target_offset, self._OFFSET_FIELD)
-        if slot < 0:
-            return 0
-        position: int = _I32.unpack_from(self._buffer(), slot * 8 + 4)[0]
-        return position
 
     def fetch_upper_bound_offset(self, fetch_position: int, fetch_size: int) -> OffsetPosition | None:
         """An entry whose position is >= ``fetch_position + fetch_size`` (an offset surely past the fetched

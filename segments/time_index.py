@@ -10,7 +10,15 @@ from __future__ import annotations
 import struct
 from typing import ClassVar, NamedTuple
 
-from segments.abstract_index import INT32_FIELD, INT64_FIELD, WARM_SECTION_BYTES, AbstractIndex, IndexField
+from segments._native.index import store_entry
+from segments.abstract_index import (
+    INT32_FIELD,
+    INT64_FIELD,
+    MAX_RELATIVE_OFFSET,
+    WARM_SECTION_BYTES,
+    AbstractIndex,
+    IndexField,
+)
 from segments.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 _ENTRY = struct.Struct(">qi")
@@ -54,11 +62,10 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(-1, base_offset)`` when empty. O(1)."""
-        return (
-            self._parse(self._entries - 1)
-            if self._entries
-            else TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        )
+        if not self._entries:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        _, timestamp, offset = self._last_fields()
+        return TimestampOffset(timestamp, offset)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append ``(timestamp, offset)`` if ``timestamp`` exceeds the last timestamp (-1 for an empty index).
@@ -68,31 +75,41 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         values are accepted and, for an equal timestamp, ignored); IndexOffsetOverflowError if the offset does not
         fit. IndexFullError also when not even the reserved slot is free. O(1).
         """
-        self._require_writable()
-        if not skip_full_check and self.is_full():
-            raise IndexFullError(f"append to a full time index ({self._entries} entries)", path=self._path)
-        last = self.last_entry
-        if self._entries and offset < last.offset:
-            raise InvalidOffsetError(
-                f"offset {offset} appended at slot {self._entries} is smaller than the last offset {last.offset}",
-                path=self._path,
-                position=self.size_in_bytes,
-            )
-        if self._entries and timestamp < last.timestamp:
-            raise InvalidOffsetError(
-                f"timestamp {timestamp} appended at slot {self._entries} is smaller than the last timestamp "
-                f"{last.timestamp}",
-                path=self._path,
-                position=self.size_in_bytes,
-            )
-        if timestamp <= last.timestamp:
+        if self._closed or not self.writable:
+            self._require_writable()
+        entries = self._entries
+        if not skip_full_check and entries >= self._max_entries - 1:
+            raise IndexFullError(f"append to a full time index ({entries} entries)", path=self._path)
+        if entries:
+            _, last_timestamp, last_offset = self._last_fields()
+            if offset < last_offset:
+                raise InvalidOffsetError(
+                    f"offset {offset} appended at slot {entries} is smaller than the last offset {last_offset}",
+                    path=self._path,
+                    position=self.size_in_bytes,
+                )
+            if timestamp < last_timestamp:
+                raise InvalidOffsetError(
+                    f"timestamp {timestamp} appended at slot {entries} is smaller than the last timestamp "
+                    f"{last_timestamp}",
+                    path=self._path,
+                    position=self.size_in_bytes,
+                )
+        else:
+            last_timestamp = NO_TIMESTAMP
+        if timestamp <= last_timestamp:
             return
         if timestamp > _MAX_I64:
             raise ValueError(f"{self._path}: timestamp {timestamp} does not fit an int64")
-        if self._entries >= self._max_entries:
-            raise IndexFullError(f"no slot left in the time index ({self._entries} entries)", path=self._path)
-        _ENTRY.pack_into(self._buffer(), self.size_in_bytes, timestamp, self.relative_offset(offset))
-        self._entries += 1
+        if entries >= self._max_entries:
+            raise IndexFullError(f"no slot left in the time index ({entries} entries)", path=self._path)
+        relative = offset - self.base_offset
+        if not 0 <= relative <= MAX_RELATIVE_OFFSET:
+            self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        # A writable index with a free slot is mapped: the map is used as is (every append's path).
+        store_entry(self._mm, entries, 12, timestamp, relative)
+        self._entries = entries + 1
+        self._last = (entries + 1, timestamp, offset)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= ``target_timestamp``, else ``(-1, base_offset)``. O(log n)."""

@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segments._native.batches import find_record_by_timestamp
+from segments._native.batches import find_record_by_timestamp, locate_timestamp
 from segments.abstract_index import WARM_SECTION_BYTES
 from segments.errors import (
+    CorruptIndexError,
     CorruptRecordError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
@@ -408,6 +409,119 @@ def test_time_index_search_matches_kafka(tmp_path: Path, data: bytes, targets: l
                 [e.timestamp for e in entries], min(max(target, -(2**63)), 2**63 - 1), True, WARM_SECTION_BYTES // 12
             )
             assert index.lookup(target) == (entries[slot] if slot >= 0 else (-1, 100))
+
+
+# --- a fetch's lookup: index search + header hop in one call ---------------------------------------------------------
+
+
+def _clamp64(value: int) -> int:
+    return min(max(value, -(2**63)), 2**63 - 1)
+
+
+def ref_indexed_position(entries: list[tuple[int, int]], base: int, target: int) -> tuple[int, int | None]:
+    """The offset index's position for ``target`` (largest entry at or below it, else 0), or the offset of an
+    entry whose position is negative (the CorruptIndexError case) as ``(-1, offset)``."""
+    slot = ref_index_search([base + rel for rel, _ in entries], _clamp64(target), True, WARM_SECTION_BYTES // 8)
+    if slot < 0:
+        return 0, None
+    rel, position = entries[slot]
+    return (position, None) if position >= 0 else (-1, base + rel)
+
+
+_index_entries = st.lists(st.tuples(st.integers(-5, 40), st.integers(-3, 400)), max_size=12).map(
+    lambda entries: sorted(entries)
+)
+
+
+@_SETTINGS
+@given(
+    data=logs(),
+    entries=_index_entries,
+    target=st.integers(-5, 40),
+    max_size=st.integers(0, 300),
+    max_position=st.one_of(st.none(), st.integers(0, 600)),
+    min_one_message=st.booleans(),
+)
+def test_segment_read_matches_the_index_and_walk(
+    tmp_path: Path,
+    data: bytes,
+    entries: list[tuple[int, int]],
+    target: int,
+    max_size: int,
+    max_position: int | None,
+    min_one_message: bool,
+) -> None:
+    """``LogSegment.read`` (one compiled call) against the documented steps: Kafka's index search, the header hop
+    from the entry's position, then the fetch bounds; hostile index entries (offsets out of order, negative
+    positions) included."""
+    base = 3
+    directory = tmp_path / f"r{len(list(tmp_path.iterdir()))}"
+    directory.mkdir()
+    log_file(directory, base).write_bytes(data)
+    (directory / f"{base:020d}.index").write_bytes(b"".join(struct.pack(">ii", r, p) for r, p in entries))
+    segment = LogSegment.open(directory, base, writable=False)
+    try:
+        try:
+            found = segment.read(target, max_size, max_position=max_position, min_one_message=min_one_message)
+            outcome: Outcome = (
+                None if found is None else (found.offset, found.position, found.size, found.first_entry_incomplete)
+            ), None
+        except (CorruptRecordError, CorruptIndexError) as err:
+            outcome = None, _error(err)
+    finally:
+        segment.close()
+    start, bad_entry = ref_indexed_position(entries, base, target)
+    if bad_entry is not None:
+        expected: Outcome = None, (CorruptIndexError, None)
+    else:
+        located, error = ref_locate(data, start, target, False)
+        if located is None:
+            expected = None, error
+        else:
+            last, position, total = located  # type: ignore[misc]
+            adjusted = max(max_size, total) if min_one_message else max_size
+            limit = len(data) if max_position is None else max_position
+            expected = (last, position, max(0, min(limit - position, adjusted)), adjusted < total), None
+    assert outcome == expected
+
+
+@_SETTINGS
+@given(
+    data=logs(),
+    entries=_index_entries,
+    times=st.lists(st.tuples(st.integers(980, 1200), st.integers(-5, 40)), max_size=10).map(sorted),
+    timestamp=st.integers(950, 1250),
+    starting=st.integers(-5, 40),
+)
+def test_timestamp_locate_matches_the_indexes_and_walk(
+    tmp_path: Path,
+    data: bytes,
+    entries: list[tuple[int, int]],
+    times: list[tuple[int, int]],
+    timestamp: int,
+    starting: int,
+) -> None:
+    """``locate_timestamp`` (the first batch a timestamp lookup opens) against the documented steps: the time
+    index's largest entry at or below the timestamp, its offset raised to ``starting``, that offset's offset-index
+    position, then the header hop by max timestamp."""
+    base = 3
+    path = tmp_path / "t.log"
+    path.write_bytes(data)
+    offset_map = b"".join(struct.pack(">ii", r, p) for r, p in entries)
+    time_map = b"".join(struct.pack(">qi", t, r) for t, r in times)
+    with FileRecords(path) as log:
+        try:
+            outcome: Outcome = locate_timestamp(
+                log._fd, log.size_in_bytes, path, time_map, len(times), "t.timeindex", offset_map, len(entries),
+                "t.index", base, WARM_SECTION_BYTES // 12, WARM_SECTION_BYTES // 8, timestamp, starting,
+            ), None
+        except (CorruptRecordError, CorruptIndexError) as err:
+            outcome = None, _error(err)
+    slot = ref_index_search([t for t, _ in times], timestamp, True, WARM_SECTION_BYTES // 12)
+    offset = base if slot < 0 else base + times[slot][1]
+    start, bad_entry = ref_indexed_position(entries, base, max(offset, starting))
+    expected = (None, (CorruptIndexError, None)) if bad_entry is not None else ref_locate(data, start, timestamp, True)
+    assert outcome == expected
 
 
 # --- recovery -----------------------------------------------------------------------------------------------------

@@ -306,6 +306,16 @@ cdef class AppendScan:
         """Number of valid batches (all of them when :attr:`failure` is ``SCAN_OK``). O(1)."""
         return self._count
 
+    @property
+    def log_append_time_batches(self):
+        """How many valid batches of the input carry the LogAppendTime flag (a leader refuses them on a CreateTime
+        topic; zero lets it skip decoding the timestamps when no window bounds them). O(batches)."""
+        cdef size_t i
+        cdef Py_ssize_t count = 0
+        for i in range(self._count):
+            count += (self._batches[i].attributes & _LOG_APPEND_TIME_FLAG) != 0
+        return count
+
     def spans(self, *, compressed=False, producers=False):
         """``(start, end)`` of the valid batches in order; only compressed ones (codec bits set: their records
         are framed by the caller) or only those of a producer (id >= 0) when asked. O(batches)."""

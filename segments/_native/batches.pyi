@@ -1,4 +1,5 @@
 from collections.abc import Callable, Iterator
+from os import PathLike
 
 from typing_extensions import Buffer
 
@@ -101,6 +102,63 @@ class BatchWalk(Iterator[FileBatch]):
 def locate_batch(
     fd: int, start: int, limit: int, target: int, by_timestamp: bool = False, path: str | None = None
 ) -> tuple[int, int, int] | None: ...
+class FetchSlice:
+    @property
+    def offset(self) -> int: ...
+    @property
+    def segment_base_offset(self) -> int: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def first_entry_incomplete(self) -> bool: ...
+    def __init__(
+        self, offset: int, segment_base_offset: int, position: int, size: int, first_entry_incomplete: bool = False
+    ) -> None: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+def fetch_slice(
+    fd: int,
+    file_size: int,
+    path: str | PathLike[str] | None,
+    index_map: Buffer | None,
+    index_entries: int,
+    index_path: str | PathLike[str] | None,
+    base_offset: int,
+    warm_entries: int,
+    start_offset: int,
+    max_position: int | None,
+    max_size: int,
+    min_one_message: bool,
+) -> FetchSlice | None: ...
+def indexed_position(
+    index_map: Buffer | None,
+    entries: int,
+    index_path: str | PathLike[str] | None,
+    base_offset: int,
+    warm_entries: int,
+    offset: int,
+) -> int: ...
+def locate_timestamp(
+    fd: int,
+    file_size: int,
+    path: str | PathLike[str] | None,
+    time_map: Buffer | None,
+    time_entries: int,
+    time_index_path: str | PathLike[str] | None,
+    offset_map: Buffer | None,
+    offset_entries: int,
+    offset_index_path: str | PathLike[str] | None,
+    base_offset: int,
+    time_warm: int,
+    offset_warm: int,
+    timestamp: int,
+    starting_offset: int,
+) -> tuple[int, int, int] | None: ...
+def pwrite_all(fd: int, data: Buffer, position: int) -> None: ...
+def pread_bytes(fd: int, size: int, position: int) -> bytes: ...
 def find_record_by_timestamp(
     region: Buffer,
     count: int,

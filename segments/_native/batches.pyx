@@ -14,13 +14,15 @@ Every read of a byte is bounds-checked against the window it lies in; hostile si
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.errno cimport EINTR, errno
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.errno cimport EINTR, EIO, errno
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from posix.types cimport off_t
-from posix.unistd cimport pread
+from posix.unistd cimport pread, pwrite
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
+from segments._native.index cimport search_slot
 
 
 cdef extern from "crc32c_batches.h" nogil:
@@ -40,6 +42,7 @@ from segments._native.wire cimport (
 import os
 
 from segments.errors import (
+    CorruptIndexError,
     CorruptRecordError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
@@ -573,6 +576,85 @@ cdef int _pread_full(int fd, uint8_t *buf, Py_ssize_t size, int64_t position, Py
     return 0
 
 
+cdef struct _Located:
+    int status
+    int err
+    Py_ssize_t position
+    Py_ssize_t total
+    int64_t base
+    int32_t delta
+    int32_t size
+
+
+cdef void _locate(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bint by_timestamp,
+                  _Located *out) noexcept nogil:
+    """The header hop of :func:`locate_batch` (its status, the batch found or where the walk stopped)."""
+    cdef uint8_t header[RECORD_BATCH_OVERHEAD]
+    cdef Py_ssize_t position = start
+    cdef Py_ssize_t got = 0
+    cdef int64_t key = 0
+    out.status = LOCATE_END
+    while limit - position > HEADER_SIZE_UP_TO_MAGIC:
+        out.err = _pread_full(fd, header, min(<Py_ssize_t>RECORD_BATCH_OVERHEAD, limit - position), position, &got)
+        if out.err != 0:
+            out.status = LOCATE_IO_ERROR
+            break
+        if got < HEADER_SIZE_UP_TO_MAGIC:
+            break
+        out.size = <int32_t>load_be32(header + 8)
+        if out.size < RECORD_OVERHEAD_V0:
+            out.status = LOCATE_BAD_SIZE
+            break
+        out.total = LOG_OVERHEAD + <Py_ssize_t>out.size
+        if position + out.total > limit:
+            break
+        if header[16] == 0 or header[16] == 1:
+            # A legacy entry's offset is its last (a compressed wrapper carries its last inner offset); only
+            # magic 1 has a timestamp (after crc, magic and attributes).
+            out.base = <int64_t>load_be64(header)
+            out.delta = 0
+            key = <int64_t>load_be64(header + 18) if header[16] == 1 and out.total >= 34 and got >= 26 else -1
+            if not by_timestamp:
+                key = out.base
+        elif out.total < RECORD_BATCH_OVERHEAD:
+            out.status = LOCATE_SHORT_V2
+            break
+        elif got < RECORD_BATCH_OVERHEAD:
+            # The file shrank under this reader (a concurrent truncation): the log ends here.
+            break
+        else:
+            out.base = <int64_t>load_be64(header)
+            out.delta = <int32_t>load_be32(header + 23)
+            key = <int64_t>load_be64(header + 35) if by_timestamp else _sat_add(out.base, out.delta)
+        if key >= target:
+            out.status = LOCATE_FOUND
+            break
+        position += out.total
+    out.position = position
+
+
+cdef object _locate_failure(_Located *found, path):
+    """The error of a header hop that ended on a flaw (status other than found / end)."""
+    if found.status == LOCATE_BAD_SIZE:
+        return CorruptRecordError(
+            f"found record size {found.size} smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+            path=path,
+            position=found.position,
+        )
+    if found.status == LOCATE_SHORT_V2:
+        return CorruptRecordError(
+            f"record batch is corrupt (the size {found.total} is smaller than the minimum allowed overhead "
+            f"{RECORD_BATCH_OVERHEAD})",
+            path=path,
+            position=found.position,
+        )
+    return OSError(
+        found.err,
+        f"{os.strerror(found.err)} (read of a batch header at position {found.position})",
+        None if path is None else os.fspath(path),
+    )
+
+
 def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bint by_timestamp=False, path=None):
     """Kafka's ``FileRecords.searchForOffsetWithSize`` over the open file ``fd``: ``(last offset, position,
     size)`` of the first batch from byte ``start`` whose last offset is >= ``target`` (``by_timestamp``: whose max
@@ -581,73 +663,215 @@ def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bin
     rule and errors (see :class:`BatchWalk`): the end of ``limit`` or of the file ends the search; a size below the
     minimum overhead, or a magic-2 batch shorter than its header, raises :class:`CorruptRecordError` at its
     position. O(batches skipped)."""
-    cdef uint8_t header[RECORD_BATCH_OVERHEAD]
-    cdef Py_ssize_t position = start
-    cdef Py_ssize_t got = 0
-    cdef Py_ssize_t total = 0
-    cdef int64_t last = 0
-    cdef int64_t base = 0
-    cdef int32_t delta = 0
-    cdef int64_t key = 0
-    cdef int32_t size = 0
-    cdef int status = LOCATE_END
-    cdef int err = 0
+    cdef _Located found
     with nogil:
-        while limit - position > HEADER_SIZE_UP_TO_MAGIC:
-            err = _pread_full(fd, header, min(<Py_ssize_t>RECORD_BATCH_OVERHEAD, limit - position), position, &got)
-            if err != 0:
-                status = LOCATE_IO_ERROR
-                break
-            if got < HEADER_SIZE_UP_TO_MAGIC:
-                break
-            size = <int32_t>load_be32(header + 8)
-            if size < RECORD_OVERHEAD_V0:
-                status = LOCATE_BAD_SIZE
-                break
-            total = LOG_OVERHEAD + <Py_ssize_t>size
-            if position + total > limit:
-                break
-            if header[16] == 0 or header[16] == 1:
-                # A legacy entry's offset is its last (a compressed wrapper carries its last inner offset); only
-                # magic 1 has a timestamp (after crc, magic and attributes).
-                base = <int64_t>load_be64(header)
-                delta = 0
-                last = base
-                key = <int64_t>load_be64(header + 18) if header[16] == 1 and total >= 34 and got >= 26 else -1
-            elif total < RECORD_BATCH_OVERHEAD:
-                status = LOCATE_SHORT_V2
-                break
-            elif got < RECORD_BATCH_OVERHEAD:
-                # The file shrank under this reader (a concurrent truncation): the log ends here.
-                break
-            else:
-                base = <int64_t>load_be64(header)
-                delta = <int32_t>load_be32(header + 23)
-                last = _sat_add(base, delta)
-                key = <int64_t>load_be64(header + 35)
-            if (key if by_timestamp else last) >= target:
-                status = LOCATE_FOUND
-                break
-            position += total
-    if status == LOCATE_FOUND:
+        _locate(fd, start, limit, target, by_timestamp, &found)
+    if found.status == LOCATE_FOUND:
         # Summed as Python ints: a hostile header's last offset may lie outside int64, as Kafka's long wraps.
-        return <object>base + <object>delta, position, total
-    if status == LOCATE_END:
+        return <object>found.base + <object>found.delta, found.position, found.total
+    if found.status == LOCATE_END:
         return None
-    if status == LOCATE_BAD_SIZE:
-        raise CorruptRecordError(
-            f"found record size {size} smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
-            path=path,
-            position=position,
+    raise _locate_failure(&found, path)
+
+
+cdef class FetchSlice:
+    """A read result (:meth:`segments.log_segment.LogSegment.read`): the first batch's last offset and a byte
+    range of the segment's ``.log``. Immutable, compared and hashed by value."""
+
+    cdef readonly object offset
+    cdef readonly long long segment_base_offset
+    cdef readonly Py_ssize_t position
+    cdef readonly Py_ssize_t size
+    cdef readonly bint first_entry_incomplete
+
+    def __init__(self, offset, long long segment_base_offset, Py_ssize_t position, Py_ssize_t size,
+                 bint first_entry_incomplete=False):
+        self.offset = offset
+        self.segment_base_offset = segment_base_offset
+        self.position = position
+        self.size = size
+        self.first_entry_incomplete = first_entry_incomplete
+
+    cdef tuple _key(self):
+        return (self.offset, self.segment_base_offset, self.position, self.size, self.first_entry_incomplete)
+
+    def __eq__(self, other):
+        if type(other) is not FetchSlice:
+            return NotImplemented
+        return self._key() == (<FetchSlice>other)._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return (
+            f"FetchSlice(offset={self.offset!r}, segment_base_offset={self.segment_base_offset!r}, "
+            f"position={self.position!r}, size={self.size!r}, first_entry_incomplete={self.first_entry_incomplete!r})"
         )
-    if status == LOCATE_SHORT_V2:
-        raise CorruptRecordError(
-            f"record batch is corrupt (the size {total} is smaller than the minimum allowed overhead "
-            f"{RECORD_BATCH_OVERHEAD})",
-            path=path,
-            position=position,
-        )
-    raise OSError(err, f"{os.strerror(err)} (read of a batch header at position {position})", path)
+
+
+cdef int64_t _clamped(object value):
+    # Headers and index fields are int64: a target beyond them compares like the nearest bound.
+    if value > _INT64_MAX:
+        return _INT64_MAX
+    if value < _INT64_MIN:
+        return _INT64_MIN
+    return value
+
+
+cdef Py_ssize_t _indexed_position(index_map, Py_ssize_t entries, index_path, int64_t base_offset,
+                                  Py_ssize_t warm_entries, int64_t target) except -1:
+    """Where a scan for offset ``target`` starts: the position of the offset index's largest entry at or below it
+    (in ``index_map``'s first ``entries`` 8-byte entries), 0 when none. Kafka's index sanity check reads offsets
+    only, so a damaged entry can hold a negative position: :class:`CorruptIndexError` naming ``index_path`` and
+    the entry. O(log entries), no GIL held over the search."""
+    cdef Py_buffer view
+    cdef Py_ssize_t slot = -1
+    cdef int64_t position = 0
+    cdef int64_t entry_offset = 0
+    if entries <= 0:
+        return 0
+    if index_map is None:
+        raise ValueError(f"{index_path}: index is closed")
+    PyObject_GetBuffer(index_map, &view, PyBUF_SIMPLE)
+    try:
+        entries = min(entries, view.len // 8)
+        if entries > 0:
+            with nogil:
+                slot = search_slot(<const uint8_t *>view.buf, entries, 8, False, base_offset, target, True,
+                                   warm_entries)
+                if slot >= 0:
+                    position = <int32_t>load_be32(<const uint8_t *>view.buf + slot * 8 + 4)
+                    entry_offset = base_offset + <int32_t>load_be32(<const uint8_t *>view.buf + slot * 8)
+    finally:
+        PyBuffer_Release(&view)
+    if position < 0:
+        raise CorruptIndexError(f"entry for offset {entry_offset} has a negative position {position}", path=index_path)
+    return <Py_ssize_t>position
+
+
+def indexed_position(index_map, Py_ssize_t entries, index_path, long long base_offset, Py_ssize_t warm_entries,
+                     offset):
+    """Where a scan for ``offset`` starts: the offset index's position for it (see :func:`fetch_slice`; a target
+    outside int64 compares like the nearest bound). O(log entries)."""
+    return _indexed_position(index_map, entries, index_path, base_offset, warm_entries, _clamped(offset))
+
+
+def locate_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time_entries, time_index_path,
+                     offset_map, Py_ssize_t offset_entries, offset_index_path, long long base_offset, Py_ssize_t time_warm,
+                     Py_ssize_t offset_warm, timestamp, starting_offset):
+    """The first batch Kafka's ``LogSegment.findOffsetByTimestamp`` opens, in one call: the time index's largest
+    entry at or below ``timestamp`` (12-byte entries of ``time_map``; none: the base offset), its offset raised to
+    ``starting_offset``, that offset's offset-index position (:func:`fetch_slice`'s search and error), then the
+    header hop to the first batch whose max timestamp is >= ``timestamp`` (:func:`locate_batch`). ``(last offset,
+    position, size)`` or None. O(log entries + batches skipped), GIL released over the searches and the hop."""
+    cdef Py_buffer view
+    cdef int64_t target = _clamped(timestamp)
+    cdef int64_t starting = _clamped(starting_offset)
+    cdef int64_t offset = base_offset
+    cdef Py_ssize_t slot = -1
+    cdef Py_ssize_t entries = time_entries
+    cdef Py_ssize_t start
+    cdef _Located found
+    if entries > 0:
+        if time_map is None:
+            raise ValueError(f"{time_index_path}: index is closed")
+        PyObject_GetBuffer(time_map, &view, PyBUF_SIMPLE)
+        try:
+            entries = min(entries, view.len // 12)
+            if entries > 0:
+                with nogil:
+                    slot = search_slot(<const uint8_t *>view.buf, entries, 12, True, 0, target, True, time_warm)
+                    if slot >= 0:
+                        offset = base_offset + <int32_t>load_be32(<const uint8_t *>view.buf + slot * 12 + 8)
+        finally:
+            PyBuffer_Release(&view)
+    start = _indexed_position(offset_map, offset_entries, offset_index_path, base_offset, offset_warm,
+                              max(offset, starting))
+    with nogil:
+        _locate(fd, start, file_size, target, True, &found)
+    if found.status == LOCATE_FOUND:
+        return <object>found.base + <object>found.delta, found.position, found.total
+    if found.status == LOCATE_END:
+        return None
+    raise _locate_failure(&found, path)
+
+
+def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_entries, index_path,
+                long long base_offset, Py_ssize_t warm_entries, start_offset, max_position, Py_ssize_t max_size,
+                bint min_one_message):
+    """Kafka's ``LogSegment.read`` in one call: the offset index's entry for ``start_offset`` (the largest at or
+    below it, in ``index_map``'s first ``index_entries`` 8-byte entries; the file start when none), then the
+    header hop from there to the batch holding it (:func:`locate_batch` up to ``file_size``), then the fetch's
+    byte range: at most ``max_size`` bytes (at least that batch when ``min_one_message``), never past
+    ``max_position`` (``None``: ``file_size``). A :class:`FetchSlice`, or None when the offset is past the
+    segment. An index entry with a negative position raises :class:`CorruptIndexError` naming ``index_path``;
+    the hop raises as :func:`locate_batch`. O(log entries + batches skipped), GIL released over both."""
+    cdef int64_t target = _clamped(start_offset)
+    cdef Py_ssize_t start = _indexed_position(index_map, index_entries, index_path, base_offset, warm_entries, target)
+    cdef _Located found
+    cdef Py_ssize_t limit, adjusted, size
+    cdef FetchSlice result
+    with nogil:
+        _locate(fd, start, file_size, target, False, &found)
+    if found.status == LOCATE_END:
+        return None
+    if found.status != LOCATE_FOUND:
+        raise _locate_failure(&found, path)
+    adjusted = max(max_size, found.total) if min_one_message else max_size
+    limit = file_size if max_position is None else <Py_ssize_t>max_position
+    size = max(<Py_ssize_t>0, min(limit - found.position, adjusted))
+    result = FetchSlice.__new__(FetchSlice)
+    # Summed as Python ints: a hostile header's last offset may lie outside int64, as Kafka's long wraps.
+    result.offset = <object>found.base + <object>found.delta
+    result.segment_base_offset = base_offset
+    result.position = found.position
+    result.size = size
+    result.first_entry_incomplete = adjusted < found.total
+    return result
+
+
+def pwrite_all(int fd, data, long long position):
+    """Write all of ``data`` (any contiguous buffer) to ``fd`` at ``position``, the GIL released; an ``OSError``
+    carries the errno of a failed ``pwrite`` (bytes before it may be written). O(len(data))."""
+    cdef const uint8_t[::1] view = data
+    cdef Py_ssize_t length = view.shape[0]
+    cdef Py_ssize_t written = 0
+    cdef Py_ssize_t n = 0
+    cdef int err = 0
+    if length == 0:
+        return
+    with nogil:
+        while written < length:
+            n = pwrite(fd, &view[written], <size_t>(length - written), <off_t>(position + written))
+            if n < 0:
+                if errno == EINTR:
+                    continue
+                err = errno
+                break
+            if n == 0:
+                # No progress on a regular file: an error, not a reason to spin with the GIL released.
+                err = EIO
+                break
+            written += n
+    if err != 0:
+        raise OSError(err, os.strerror(err))
+
+
+def pread_bytes(int fd, Py_ssize_t size, long long position):
+    """Up to ``size`` bytes of ``fd`` from ``position`` (short only at the end of the file), read with the GIL
+    released; an ``OSError`` carries the errno. O(size)."""
+    cdef object out = PyBytes_FromStringAndSize(NULL, size)
+    cdef uint8_t *target = <uint8_t *>PyBytes_AS_STRING(out)
+    cdef Py_ssize_t got = 0
+    cdef int err
+    with nogil:
+        err = _pread_full(fd, target, size, position, &got)
+    if err != 0:
+        raise OSError(err, os.strerror(err))
+    if got < size:
+        return out[:got]
+    return out
 
 
 def find_record_by_timestamp(region, int32_t count, int64_t base_offset, int64_t base_timestamp,

@@ -8,32 +8,25 @@ section), so lookups near the end touch the same pages. Reads never go past ``en
 map (clamped to its length).
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
-from segments._native.wire cimport load_be32, load_be64
+from segments._native.wire cimport store_be32, store_be64
 
 # Field kinds (the ``field`` argument of :func:`search`).
 FIELD_INT32 = 0
 FIELD_INT64 = 1
 
 
-cdef inline int64_t _field(const uint8_t *p, int wide, int64_t base) noexcept nogil:
-    if wide:
-        return <int64_t>load_be64(p)
-    return base + <int32_t>load_be32(p)
-
-
 def search(buffer, Py_ssize_t entries, int entry_size, int field_offset, int field, int64_t base, int64_t target,
            bint largest_lower_bound, Py_ssize_t warm_entries):
     """Slot of the largest entry whose field is <= ``target`` (``largest_lower_bound``) or Kafka's smallest upper
     bound (an entry whose field is >= target; when slot 0 itself matches exactly in the cold section the next
-    slot is answered, as Kafka's loop never probes ``lo``), -1 when none. O(log entries), no GIL held."""
+    slot is answered, as Kafka's loop never probes ``lo``), -1 when none (:func:`search_slot`). O(log entries),
+    no GIL held."""
     cdef Py_buffer view
-    cdef const uint8_t *data
-    cdef Py_ssize_t lo, hi, mid, first_warm, result
-    cdef int64_t found
-    cdef int wide = field == FIELD_INT64
+    cdef Py_ssize_t result
+    cdef bint wide = field == FIELD_INT64
     if entries <= 0:
         return -1
     if entry_size <= 0 or field_offset < 0 or field_offset + (8 if wide else 4) > entry_size:
@@ -43,37 +36,37 @@ def search(buffer, Py_ssize_t entries, int entry_size, int field_offset, int fie
         entries = min(entries, view.len // entry_size)
         if entries <= 0:
             return -1
-        data = <const uint8_t *>view.buf + field_offset
         with nogil:
-            first_warm = max(<Py_ssize_t>0, entries - 1 - warm_entries)
-            if _field(data + first_warm * entry_size, wide, base) < target:
-                lo = first_warm
-                hi = entries - 1
-            elif _field(data, wide, base) > target:
-                lo = -1
-                hi = -1
-            else:
-                lo = 0
-                hi = first_warm
-            result = -2
-            if lo < 0:
-                result = -1 if largest_lower_bound else 0
-            else:
-                while lo < hi:
-                    mid = (lo + hi + 1) // 2
-                    found = _field(data + mid * entry_size, wide, base)
-                    if found > target:
-                        hi = mid - 1
-                    elif found < target:
-                        lo = mid
-                    else:
-                        result = mid
-                        break
-                if result == -2:
-                    if largest_lower_bound:
-                        result = lo
-                    else:
-                        result = -1 if lo == entries - 1 else lo + 1
+            result = search_slot(<const uint8_t *>view.buf + field_offset, entries, entry_size, wide, base, target,
+                                 largest_lower_bound, warm_entries)
         return result
+    finally:
+        PyBuffer_Release(&view)
+
+
+def store_entry(buffer, Py_ssize_t slot, int entry_size, int64_t first, int32_t second):
+    """Write entry ``slot`` of an index map: an offset entry (``entry_size`` 8: int32 ``first`` = relative offset,
+    int32 ``second`` = position) or a time entry (12: int64 ``first`` = timestamp, int32 ``second`` = relative
+    offset), big-endian. ``ValueError`` for no map (``None``), ``IndexError`` unless the whole entry lies inside the map; ``OverflowError`` for a first
+    field outside int32 in an offset entry. O(1)."""
+    cdef Py_buffer view
+    cdef uint8_t *p
+    if buffer is None:
+        raise ValueError("the index is not mapped (closed, or of length 0)")
+    if entry_size != 8 and entry_size != 12:
+        raise ValueError(f"no index has {entry_size}-byte entries")
+    if entry_size == 8 and not -2147483648 <= first <= 2147483647:
+        raise OverflowError(f"{first} does not fit an int32 index field")
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+    try:
+        if slot < 0 or (slot + 1) * entry_size > view.len:
+            raise IndexError(f"index slot {slot} lies outside a {view.len}-byte map")
+        p = <uint8_t *>view.buf + slot * entry_size
+        if entry_size == 8:
+            store_be32(p, <uint32_t><int32_t>first)
+            store_be32(p + 4, <uint32_t>second)
+        else:
+            store_be64(p, <uint64_t>first)
+            store_be32(p + 8, <uint32_t>second)
     finally:
         PyBuffer_Release(&view)

@@ -651,6 +651,32 @@ def parse_log_lookups(data: bytes, scratch: Path) -> None:
         )
 
 
+def parse_segment_fetch(data: bytes, scratch: Path) -> None:
+    """A fetch's and a timestamp lookup's compiled calls (``fetch_slice``, ``locate_timestamp``: index searches
+    and the header hop) over a read-only segment: a 2-byte length, that many bytes of ``.index`` then of
+    ``.timeindex``, the rest the ``.log``."""
+    split = int.from_bytes(data[:2], "big") % (len(data) + 1)
+    index, rest = data[2 : 2 + split], data[2 + split :]
+    directory = scratch / "fuzz-fetch"
+    directory.mkdir(exist_ok=True)
+    log_file(directory, INDEX_BASE).write_bytes(rest)
+    (directory / f"{INDEX_BASE:020d}.index").write_bytes(index)
+    (directory / f"{INDEX_BASE:020d}.timeindex").write_bytes(index)
+    segment = LogSegment.open(directory, INDEX_BASE, writable=False)
+    try:
+        _stages(
+            (CorruptRecordError, CorruptIndexError),
+            *(
+                lambda t=t: segment.read(t, 100, min_one_message=True)
+                for t in (-1, 0, INDEX_BASE, INDEX_BASE + 50, 2**63 - 1, 2**70)
+            ),
+            lambda: segment.read(INDEX_BASE, 0, max_position=len(rest) // 2),
+            *(lambda t=t: segment.find_offset_by_timestamp(t, INDEX_BASE) for t in (-1, 0, 2**41, 2**63 - 1)),
+        )
+    finally:
+        segment.close()
+
+
 def parse_log_recovery(data: bytes, scratch: Path) -> None:
     """Kafka's segment recovery (compiled ``RecoveryScan``) over a ``.log``; what it refuses ends the scan as
     ``RecoveryResult.error``, nothing is raised."""
@@ -716,6 +742,7 @@ TARGETS: tuple[Target, ...] = (
     Target("record-kernels", parse_record_kernels, (CorruptRecordError,), valid_record_kernels),
     Target("log-lookups", parse_log_lookups, (CorruptRecordError,), valid_log),
     Target("log-recovery", parse_log_recovery, (), valid_log),
+    Target("segment-fetch", parse_segment_fetch, (CorruptRecordError, CorruptIndexError), valid_log),
     Target("timestamp-search", parse_timestamp_search, (CorruptRecordError,), valid_record_region),
 )
 TARGETS_BY_NAME = {target.name: target for target in TARGETS}
