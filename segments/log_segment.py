@@ -33,6 +33,7 @@ from segments._native.batches import (
 )
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
+    CorruptIndexError,
     CorruptRecordError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
@@ -591,13 +592,22 @@ class LogSegment:
 
     def _indexed_position(self, offset: int) -> int:
         """Where a scan for ``offset`` starts: the position of the offset index's entry for it. Kafka's index sanity
-        check reads offsets only, so a damaged entry can hold a negative position: CorruptIndexError naming the
-        index file and entry, rather than a read at a negative position (the compiled search of
-        :func:`segments._native.batches.indexed_position`). O(log n)."""
+        check reads offsets only, so a damaged entry can hold a negative position, or one at or past the end of
+        the ``.log``: CorruptIndexError naming the index file, rather than a read at a negative position or a scan that
+        finds nothing where batches are (which would put the log end below them; the loader recovers the segment
+        instead). The compiled search is :func:`segments._native.batches.indexed_position`. O(log n)."""
         index = self.offset_index
-        return indexed_position(
+        position = indexed_position(
             index._mm, index._entries, index._path, self.base_offset, index._WARM_ENTRIES, offset
         )
+        # An entry names the start of a batch, so never the end of the log or past it (0 is every scan's start).
+        if position > 0 and position >= self.size:
+            raise CorruptIndexError(
+                f"entry for offset {offset} points at position {position}, at or past the end of the "
+                f"{self.size}-byte log",
+                path=self.offset_index_path,
+            )
+        return position
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` from this segment's

@@ -817,3 +817,23 @@ def test_split_interrupted_after_any_step_loads_the_same_log(tmp_path: Path) -> 
             finally:
                 log.close()
         assert not [p.name for p in pdir.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+
+
+def test_bug_an_index_entry_at_the_end_of_the_log_put_the_log_end_below_its_batches(tmp_path: Path) -> None:
+    """A damaged active index whose last entry names the end of the ``.log`` (found by the recover-plan property
+    test): the clean load scanned from there, found no batch and set the log end to the segment base, below the
+    records on disk, so the next append would have reused their offsets. Such an entry is now corrupt and the
+    segment is recovered (its index rebuilt)."""
+    partition_dir = tmp_path / "t-0"
+    make_log(partition_dir, 3)
+    log_path = partition_dir / "00000000000000000000.log"
+    size = log_path.stat().st_size
+    (partition_dir / "00000000000000000000.index").write_bytes((2).to_bytes(4, "big") + size.to_bytes(4, "big"))
+    log = open_log(partition_dir)
+    try:
+        assert log.log_end_offset == 3
+        assert any("corrupt index" in action for action in log.recovery.actions), log.recovery.actions
+        log.append_records([SimpleRecord(b"next", b"key", T0)])
+        assert [b.base_offset for b in log.read(0, 1 << 20).batches()] == [0, 1, 2, 3]
+    finally:
+        log.close()

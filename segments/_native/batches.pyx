@@ -831,49 +831,6 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     return result
 
 
-def pwrite_all(int fd, data, long long position):
-    """Write all of ``data`` (any contiguous buffer) to ``fd`` at ``position``, the GIL released; an ``OSError``
-    carries the errno of a failed ``pwrite`` (bytes before it may be written). O(len(data))."""
-    cdef const uint8_t[::1] view = data
-    cdef Py_ssize_t length = view.shape[0]
-    cdef Py_ssize_t written = 0
-    cdef Py_ssize_t n = 0
-    cdef int err = 0
-    if length == 0:
-        return
-    with nogil:
-        while written < length:
-            n = pwrite(fd, &view[written], <size_t>(length - written), <off_t>(position + written))
-            if n < 0:
-                if errno == EINTR:
-                    continue
-                err = errno
-                break
-            if n == 0:
-                # No progress on a regular file: an error, not a reason to spin with the GIL released.
-                err = EIO
-                break
-            written += n
-    if err != 0:
-        raise OSError(err, os.strerror(err))
-
-
-def pread_bytes(int fd, Py_ssize_t size, long long position):
-    """Up to ``size`` bytes of ``fd`` from ``position`` (short only at the end of the file), read with the GIL
-    released; an ``OSError`` carries the errno. O(size)."""
-    cdef object out = PyBytes_FromStringAndSize(NULL, size)
-    cdef uint8_t *target = <uint8_t *>PyBytes_AS_STRING(out)
-    cdef Py_ssize_t got = 0
-    cdef int err
-    with nogil:
-        err = _pread_full(fd, target, size, position, &got)
-    if err != 0:
-        raise OSError(err, os.strerror(err))
-    if got < size:
-        return out[:got]
-    return out
-
-
 def find_record_by_timestamp(region, int32_t count, int64_t base_offset, int64_t base_timestamp,
                              log_append_time, int64_t target, int64_t starting_offset, int64_t max_record_bytes):
     """``(timestamp, offset)`` of the first record of a magic-2 records region (uncompressed, ``count`` records)
