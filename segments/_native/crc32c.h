@@ -88,6 +88,27 @@ static uint32_t logmgr_crc32c_sw(uint32_t crc, const unsigned char *next, size_t
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define LOGMGR_CRC32C_HAVE_HW 1
+/* One pass over three consecutive streams of stream bytes at next (a multiple of 8), joined into crc0. */
+__attribute__((target("sse4.2"))) static inline uint64_t logmgr_crc32c_hw_3way(uint64_t crc0,
+                                                                              const unsigned char *next,
+                                                                              size_t stream,
+                                                                              uint32_t zeros[4][256]) {
+    uint64_t crc1 = 0, crc2 = 0;
+    const unsigned char *end = next + stream;
+    do {
+        uint64_t a, b, c;
+        memcpy(&a, next, 8);
+        memcpy(&b, next + stream, 8);
+        memcpy(&c, next + 2 * stream, 8);
+        crc0 = __builtin_ia32_crc32di(crc0, a);
+        crc1 = __builtin_ia32_crc32di(crc1, b);
+        crc2 = __builtin_ia32_crc32di(crc2, c);
+        next += 8;
+    } while (next < end);
+    crc0 = logmgr_crc32c_shift(zeros, (uint32_t)crc0) ^ crc1;
+    return logmgr_crc32c_shift(zeros, (uint32_t)crc0) ^ crc2;
+}
+
 __attribute__((target("sse4.2"))) static uint32_t logmgr_crc32c_hw_run(uint32_t crc, const unsigned char *next,
                                                                         size_t len) {
     uint64_t crc0 = ~crc;
@@ -98,39 +119,13 @@ __attribute__((target("sse4.2"))) static uint32_t logmgr_crc32c_hw_run(uint32_t 
     /* Three streams of LONG bytes, then of SHORT bytes: the streams' CRCs are independent, so the processor
      * overlaps them; each pass ends by shifting crc0 over the next stream and folding it in. */
     while (len >= 3 * LOGMGR_CRC32C_LONG) {
-        uint64_t crc1 = 0, crc2 = 0;
-        const unsigned char *end = next + LOGMGR_CRC32C_LONG;
-        do {
-            uint64_t a, b, c;
-            memcpy(&a, next, 8);
-            memcpy(&b, next + LOGMGR_CRC32C_LONG, 8);
-            memcpy(&c, next + 2 * LOGMGR_CRC32C_LONG, 8);
-            crc0 = __builtin_ia32_crc32di(crc0, a);
-            crc1 = __builtin_ia32_crc32di(crc1, b);
-            crc2 = __builtin_ia32_crc32di(crc2, c);
-            next += 8;
-        } while (next < end);
-        crc0 = logmgr_crc32c_shift(logmgr_crc32c_long, (uint32_t)crc0) ^ crc1;
-        crc0 = logmgr_crc32c_shift(logmgr_crc32c_long, (uint32_t)crc0) ^ crc2;
-        next += 2 * LOGMGR_CRC32C_LONG;
+        crc0 = logmgr_crc32c_hw_3way(crc0, next, LOGMGR_CRC32C_LONG, logmgr_crc32c_long);
+        next += 3 * LOGMGR_CRC32C_LONG;
         len -= 3 * LOGMGR_CRC32C_LONG;
     }
     while (len >= 3 * LOGMGR_CRC32C_SHORT) {
-        uint64_t crc1 = 0, crc2 = 0;
-        const unsigned char *end = next + LOGMGR_CRC32C_SHORT;
-        do {
-            uint64_t a, b, c;
-            memcpy(&a, next, 8);
-            memcpy(&b, next + LOGMGR_CRC32C_SHORT, 8);
-            memcpy(&c, next + 2 * LOGMGR_CRC32C_SHORT, 8);
-            crc0 = __builtin_ia32_crc32di(crc0, a);
-            crc1 = __builtin_ia32_crc32di(crc1, b);
-            crc2 = __builtin_ia32_crc32di(crc2, c);
-            next += 8;
-        } while (next < end);
-        crc0 = logmgr_crc32c_shift(logmgr_crc32c_short, (uint32_t)crc0) ^ crc1;
-        crc0 = logmgr_crc32c_shift(logmgr_crc32c_short, (uint32_t)crc0) ^ crc2;
-        next += 2 * LOGMGR_CRC32C_SHORT;
+        crc0 = logmgr_crc32c_hw_3way(crc0, next, LOGMGR_CRC32C_SHORT, logmgr_crc32c_short);
+        next += 3 * LOGMGR_CRC32C_SHORT;
         len -= 3 * LOGMGR_CRC32C_SHORT;
     }
     while (len >= 8) {
