@@ -18,6 +18,18 @@ from libc.string cimport memcpy
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
 from segments._native.wire cimport (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORDS_COUNT_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORD_OVERHEAD_V0,
     WIRE_BAD_RECORD_SIZE,
     WIRE_OK,
     WIRE_RECORD_TOO_LARGE,
@@ -54,20 +66,8 @@ cdef enum:
     _BAD_COUNT = 13
     _BAD_FRAMING = 14     # wire status in _Walk.wire_status
 
-# Kafka's layout (kafka-format.md §1.1) and limits.
+# The attribute bits the append reads (the batch layout itself is wire.pxd's).
 cdef enum:
-    _LOG_OVERHEAD = 12
-    _HEADER_UP_TO_MAGIC = 17
-    _MIN_RECORD_OVERHEAD = 14     # a legacy v0 message: what the walk accepts as a size before the magic is known
-    _BATCH_OVERHEAD = 61
-    _EPOCH_AT = 12
-    _MAGIC_AT = 16
-    _CRC_AT = 17
-    _ATTRIBUTES_AT = 21
-    _LAST_OFFSET_DELTA_AT = 23
-    _MAX_TIMESTAMP_AT = 35
-    _PRODUCER_ID_AT = 43
-    _COUNT_AT = 57
     _CODEC_MASK = 0x07
     _LOG_APPEND_TIME_FLAG = 0x08
 
@@ -151,23 +151,23 @@ cdef int _walk(_Walk *walk) noexcept nogil:
     cdef const uint8_t *batch
     cdef _Batch *found
     # Kafka's FileLogInputStream: a batch is read only while more than 17 bytes remain.
-    while length - position > _HEADER_UP_TO_MAGIC:
+    while length - position > HEADER_SIZE_UP_TO_MAGIC:
         batch = buf + position
         size = <int32_t>load_be32(batch + 8)
-        if size < _MIN_RECORD_OVERHEAD:
+        if size < RECORD_OVERHEAD_V0:
             walk.failure = _SMALL_SIZE
             walk.failure_position = position
             walk.detail = size
             return 1
-        total = <size_t>size + _LOG_OVERHEAD
+        total = <size_t>size + LOG_OVERHEAD
         if total > length - position:
             break
-        magic = batch[_MAGIC_AT]
+        magic = batch[MAGIC_OFFSET]
         if magic == 0 or magic == 1:
             walk.failure = _NOT_V2
             walk.failure_position = position
             return 1
-        if total < _BATCH_OVERHEAD:
+        if total < RECORD_BATCH_OVERHEAD:
             walk.failure = _SHORT_BATCH
             walk.failure_position = position
             walk.detail = <int64_t>total
@@ -181,22 +181,22 @@ cdef int _walk(_Walk *walk) noexcept nogil:
             walk.failure_position = position
             walk.detail = <int64_t>total
             return 1
-        stored = load_be32(batch + _CRC_AT)
-        computed = logmgr_crc32c(0, batch + _ATTRIBUTES_AT, total - _ATTRIBUTES_AT)
+        stored = load_be32(batch + CRC_OFFSET)
+        computed = logmgr_crc32c(0, batch + ATTRIBUTES_OFFSET, total - ATTRIBUTES_OFFSET)
         if computed != stored:
             walk.failure = _BAD_CRC
             walk.failure_position = position
             walk.detail = stored
             walk.computed_crc = computed
             return 1
-        records = <int32_t>load_be32(batch + _COUNT_AT)
+        records = <int32_t>load_be32(batch + RECORDS_COUNT_OFFSET)
         if records < 0:
             walk.failure = _BAD_COUNT
             walk.failure_position = position
             walk.detail = records
             return 1
-        if (batch[_ATTRIBUTES_AT + 1] & _CODEC_MASK) == 0:
-            status = frame_records(batch + _BATCH_OVERHEAD, total - _BATCH_OVERHEAD, records,
+        if (batch[ATTRIBUTES_OFFSET + 1] & _CODEC_MASK) == 0:
+            status = frame_records(batch + RECORD_BATCH_OVERHEAD, total - RECORD_BATCH_OVERHEAD, records,
                                    walk.max_record_bytes, &wire_position)
             if status != WIRE_OK:
                 walk.failure = _BAD_FRAMING
@@ -211,11 +211,11 @@ cdef int _walk(_Walk *walk) noexcept nogil:
         found.position = position
         found.size = total
         found.base_offset = <int64_t>load_be64(batch)
-        found.leader_epoch = <int32_t>load_be32(batch + _EPOCH_AT)
-        found.attributes = <int16_t>((batch[_ATTRIBUTES_AT] << 8) | batch[_ATTRIBUTES_AT + 1])
-        found.last_offset_delta = <int32_t>load_be32(batch + _LAST_OFFSET_DELTA_AT)
-        found.max_timestamp = <int64_t>load_be64(batch + _MAX_TIMESTAMP_AT)
-        found.producer_id = <int64_t>load_be64(batch + _PRODUCER_ID_AT)
+        found.leader_epoch = <int32_t>load_be32(batch + PARTITION_LEADER_EPOCH_OFFSET)
+        found.attributes = <int16_t>((batch[ATTRIBUTES_OFFSET] << 8) | batch[ATTRIBUTES_OFFSET + 1])
+        found.last_offset_delta = <int32_t>load_be32(batch + LAST_OFFSET_DELTA_OFFSET)
+        found.max_timestamp = <int64_t>load_be64(batch + MAX_TIMESTAMP_OFFSET)
+        found.producer_id = <int64_t>load_be64(batch + PRODUCER_ID_OFFSET)
         found.records = records
         walk.compressed += (found.attributes & _CODEC_MASK) != 0
         walk.producers += found.producer_id >= 0
@@ -232,7 +232,7 @@ cdef object _framing_error(const uint8_t *region, size_t length, int status, siz
     the batch (the region starts at byte 61). O(1)."""
     cdef size_t pos = at
     cdef int32_t body = 0
-    cdef int64_t position = _BATCH_OVERHEAD + <int64_t>at
+    cdef int64_t position = RECORD_BATCH_OVERHEAD + <int64_t>at
     if status == WIRE_TRUNCATED:
         return CorruptRecordError("buffer ends inside a varint", position=position)
     if status == WIRE_TRAILING_BYTES:
@@ -266,13 +266,13 @@ cdef int _stamp(uint8_t *target, const uint8_t *source, size_t length, _Batch *b
             return 0
         b.leader_epoch = leader_epoch
         store_be64(p, <uint64_t>b.base_offset)
-        store_be32(p + _EPOCH_AT, <uint32_t>leader_epoch)
+        store_be32(p + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t>leader_epoch)
         if stamp_time:
             b.attributes = b.attributes | _LOG_APPEND_TIME_FLAG
             b.max_timestamp = now
-            store_be16(p + _ATTRIBUTES_AT, <uint16_t>b.attributes)
-            store_be64(p + _MAX_TIMESTAMP_AT, <uint64_t>now)
-            store_be32(p + _CRC_AT, logmgr_crc32c(0, p + _ATTRIBUTES_AT, b.size - _ATTRIBUTES_AT))
+            store_be16(p + ATTRIBUTES_OFFSET, <uint16_t>b.attributes)
+            store_be64(p + MAX_TIMESTAMP_OFFSET, <uint64_t>now)
+            store_be32(p + CRC_OFFSET, logmgr_crc32c(0, p + ATTRIBUTES_OFFSET, b.size - ATTRIBUTES_OFFSET))
     return 1
 
 
@@ -454,30 +454,30 @@ def scan_append(records, long long max_message_bytes):
     batch = walk.buf + walk.failure_position
     if walk.failure == _SMALL_SIZE:
         scan.error = CorruptRecordError(
-            f"found record size {walk.detail} smaller than the minimum record overhead ({_MIN_RECORD_OVERHEAD})",
+            f"found record size {walk.detail} smaller than the minimum record overhead ({RECORD_OVERHEAD_V0})",
             position=walk.failure_position,
         )
     elif walk.failure == _SHORT_BATCH:
         # The batch view's own check, located in the append as the walk locates it.
         scan.error = CorruptRecordError(
             f"record batch is corrupt (the size {walk.detail} is smaller than the minimum allowed overhead "
-            f"{_BATCH_OVERHEAD})",
+            f"{RECORD_BATCH_OVERHEAD})",
             position=walk.failure_position,
         )
     elif walk.failure == _BAD_CRC:
         scan.error = CorruptRecordError(
             f"record batch is corrupt (stored crc = {walk.detail}, computed crc = {walk.computed_crc})",
-            position=_CRC_AT,
+            position=CRC_OFFSET,
         )
     elif walk.failure == _BAD_COUNT:
-        scan.error = CorruptRecordError(f"found invalid record count {walk.detail}", position=_COUNT_AT)
+        scan.error = CorruptRecordError(f"found invalid record count {walk.detail}", position=RECORDS_COUNT_OFFSET)
     elif walk.failure == _BAD_FRAMING:
         scan.error = _framing_error(
-            batch + _BATCH_OVERHEAD,
-            <size_t>load_be32(batch + 8) + _LOG_OVERHEAD - _BATCH_OVERHEAD,
+            batch + RECORD_BATCH_OVERHEAD,
+            <size_t>load_be32(batch + 8) + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD,
             walk.wire_status,
             walk.wire_position,
-            <int32_t>load_be32(batch + _COUNT_AT),
+            <int32_t>load_be32(batch + RECORDS_COUNT_OFFSET),
             walk.max_record_bytes,
         )
     if scan.error is not None:

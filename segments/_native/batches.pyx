@@ -29,6 +29,13 @@ cdef extern from "crc32c_batches.h" nogil:
     void logmgr_crc32c_many(const uint8_t *const *data, const size_t *length, uint32_t *out, int n)
 
 from segments._native.wire cimport (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    RECORD_BATCH_OVERHEAD,
+    RECORD_OVERHEAD_V0,
     WIRE_OK,
     load_be16,
     load_be32,
@@ -55,13 +62,6 @@ from segments.errors import (
 logmgr_crc32c_init()
 
 cdef enum:
-    LOG_OVERHEAD = 12
-    HEADER_SIZE_UP_TO_MAGIC = 17
-    RECORD_BATCH_OVERHEAD = 61
-    RECORD_OVERHEAD_V0 = 14
-    CRC_OFFSET = 17
-    ATTRIBUTES_OFFSET = 21
-    MAGIC_V2 = 2
     WINDOW_BYTES = 8 * 1024 * 1024
     FIRST_WINDOW_BYTES = 64 * 1024
     # A CRC run: at most this many batches / bytes per GIL release, so a reader that stops early wastes little.

@@ -28,6 +28,11 @@ from libc.stdint cimport INT32_MAX, INT32_MIN, int16_t, int32_t, int64_t, uint8_
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
 from segments._native.wire cimport (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    RECORD_BATCH_OVERHEAD,
     WIRE_BAD_RECORD_SIZE,
     WIRE_OK,
     WIRE_RECORD_TOO_LARGE,
@@ -60,11 +65,6 @@ cdef extern from *:
 
 cdef enum:
     _MAX_VARINT_BYTES = 5
-    _BATCH_OVERHEAD = 61
-    _LOG_OVERHEAD = 12
-    _CRC_OFFSET = 17
-    _ATTRIBUTES_OFFSET = 21
-    _MAGIC = 2
     # Below this many bytes the GIL is kept: releasing and retaking it costs more than the loop.
     _NOGIL_BYTES = 65536
 
@@ -1041,10 +1041,10 @@ def encode_batch(
     if log_append_time is not None:
         max_timestamp = log_append_time
     if compressor is None:
-        size = _BATCH_OVERHEAD + records_size
+        size = RECORD_BATCH_OVERHEAD + records_size
         _check_batch_size(size)
         out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>size)
-        p = <uint8_t *>PyBytes_AS_STRING_MUT(out) + _BATCH_OVERHEAD
+        p = <uint8_t *>PyBytes_AS_STRING_MUT(out) + RECORD_BATCH_OVERHEAD
     else:
         region = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>records_size)
         p = <uint8_t *>PyBytes_AS_STRING_MUT(region)
@@ -1065,16 +1065,16 @@ def encode_batch(
         raise RuntimeError("a record changed while it was encoded")
     if compressor is not None:
         packed = _as_bytes(compressor(region))
-        size = _BATCH_OVERHEAD + PyBytes_GET_SIZE(packed)
+        size = RECORD_BATCH_OVERHEAD + PyBytes_GET_SIZE(packed)
         _check_batch_size(size)
         out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>size)
-        memcpy(PyBytes_AS_STRING_MUT(out) + _BATCH_OVERHEAD, PyBytes_AS_STRING(packed), PyBytes_GET_SIZE(packed))
+        memcpy(PyBytes_AS_STRING_MUT(out) + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(packed), PyBytes_GET_SIZE(packed))
     p = <uint8_t *>PyBytes_AS_STRING_MUT(out)
     store_be64(p, <uint64_t>base_offset)
-    store_be32(p + 8, <uint32_t>(size - _LOG_OVERHEAD))
+    store_be32(p + 8, <uint32_t>(size - LOG_OVERHEAD))
     store_be32(p + 12, <uint32_t>partition_leader_epoch)
-    p[16] = _MAGIC
-    store_be16(p + _ATTRIBUTES_OFFSET, <uint16_t>attributes)
+    p[16] = MAGIC_V2
+    store_be16(p + ATTRIBUTES_OFFSET, <uint16_t>attributes)
     store_be32(p + 23, <uint32_t>offset_delta)
     store_be64(p + 27, <uint64_t>base_timestamp)
     store_be64(p + 35, <uint64_t>max_timestamp)
@@ -1084,15 +1084,15 @@ def encode_batch(
     store_be32(p + 57, <uint32_t>n)
     if size >= _NOGIL_BYTES:
         with nogil:
-            crc = logmgr_crc32c(0, p + _ATTRIBUTES_OFFSET, size - _ATTRIBUTES_OFFSET)
+            crc = logmgr_crc32c(0, p + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET)
     else:
-        crc = logmgr_crc32c(0, p + _ATTRIBUTES_OFFSET, size - _ATTRIBUTES_OFFSET)
-    store_be32(p + _CRC_OFFSET, crc)
+        crc = logmgr_crc32c(0, p + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET)
+    store_be32(p + CRC_OFFSET, crc)
     return out
 
 
 cdef int _check_batch_size(size_t size) except -1:
-    if size - _LOG_OVERHEAD > <size_t>INT32_MAX:
+    if size - LOG_OVERHEAD > <size_t>INT32_MAX:
         raise RecordTooLargeError(f"batch of {size} bytes exceeds the 32-bit length field")
     return 0
 

@@ -4,6 +4,22 @@
 # code, never a read past the buffer. Kafka's wire is big-endian; varints are protobuf zig-zag (ByteUtils).
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
+# Kafka's record batch layout (kafka-format.md §1.1): every kernel reads and writes batches by these offsets.
+cdef enum:
+    LOG_OVERHEAD = 12             # baseOffset + length prefix
+    HEADER_SIZE_UP_TO_MAGIC = 17
+    RECORD_OVERHEAD_V0 = 14       # the smallest message (legacy v0): what a walk accepts before the magic is known
+    RECORD_BATCH_OVERHEAD = 61    # a magic-2 batch header
+    PARTITION_LEADER_EPOCH_OFFSET = 12
+    MAGIC_OFFSET = 16
+    CRC_OFFSET = 17
+    ATTRIBUTES_OFFSET = 21
+    LAST_OFFSET_DELTA_OFFSET = 23
+    MAX_TIMESTAMP_OFFSET = 35
+    PRODUCER_ID_OFFSET = 43
+    RECORDS_COUNT_OFFSET = 57
+    MAGIC_V2 = 2
+
 # Status codes of the varint readers and the record framer (0 = ok).
 cdef enum:
     WIRE_OK = 0
