@@ -24,7 +24,7 @@ run: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check segments checkpoints logmgr cli tests bench examples
-	$(PY) -m mypy --strict segments checkpoints logmgr/spark logmgr/offline logmgr/cleaner logmgr/topic_configs.py logmgr/cluster_metadata.py pyspark_logmgr.py
+	$(PY) -m mypy --strict segments checkpoints logmgr cli pyspark_logmgr.py examples bench
 
 test: $(VENV)/.installed lint
 	$(PY) -m pytest -q

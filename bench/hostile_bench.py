@@ -28,6 +28,7 @@ Run: ``.venv/bin/python bench/hostile_bench.py [--quick] [--only huge-value,empt
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import signal
@@ -126,12 +127,12 @@ def hostile_dirs(root: Path, kinds: set[str], codecs: list[CompressionType]) -> 
     made = []
     for codec in codecs:
         builders = {
-            "huge-value": lambda c=codec: huge_value_batch(c, ARGS.value_mib * MIB),
-            "empty-records": lambda c=codec: empty_records_batch(c, ARGS.records),
+            "huge-value": functools.partial(huge_value_batch, codec, ARGS.value_mib * MIB),
+            "empty-records": functools.partial(empty_records_batch, codec, ARGS.records),
         }
         if codec in LEGACY_CODECS:
-            builders["legacy-many"] = lambda c=codec: legacy_empty_messages(c, ARGS.legacy_messages)
-            builders["legacy-nested"] = lambda c=codec: legacy_nested(c, 30)
+            builders["legacy-many"] = functools.partial(legacy_empty_messages, codec, ARGS.legacy_messages)
+            builders["legacy-nested"] = functools.partial(legacy_nested, codec, 30)
         for kind, build in builders.items():
             if kind not in kinds:
                 continue

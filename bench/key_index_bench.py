@@ -66,7 +66,7 @@ def _fill(directory: Path, records: int, keys: int, enabled: bool) -> tuple[floa
 
 
 def _scan(log: Log, key: bytes) -> list[int]:
-    found = []
+    found: list[int] = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
         fetch = log.read(offset, 1 << 20, isolation=Isolation.LOG_END)

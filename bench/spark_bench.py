@@ -327,7 +327,7 @@ def spark_session(master: str = "local[2]", **conf: str) -> SparkSession:
     interpreter, the three sources registered. O(JVM start)."""
     if __name__ != "__main__":
         # Imported by run_all: the workers cannot import this module, so its sources travel by value.
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]  # untyped lib
     spark = local_session(master, "logmgr-spark-bench", **{"spark.driver.memory": DRIVER_MEMORY, **conf})
     spark.dataSource.register(TupleLogSource)
     spark.dataSource.register(ArrowReplaySource)
