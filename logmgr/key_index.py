@@ -153,12 +153,14 @@ def query_segments(
             _records_at(read, [o for o in offsets if o >= first], indexed_to),
             _records(read, max(first, indexed_to), stop),
         )
+        wanted = (r for r in records if _wanted(r, key, begin_timestamp, end_timestamp))
         try:
-            found.extend(r for r in records if _wanted(r, key, begin_timestamp, end_timestamp))
+            # Lazy up to the limit: the rest of the segment is not read once enough records are found.
+            found.extend(itertools.islice(wanted, max_records - len(found)))
         except OffsetOutOfRangeError:
             # Retention or truncation removed the segment while we read it: its records are not served.
             continue
-    return found[:max_records]
+    return found
 
 
 def query_by_key(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from logmgr.clock import ManualClock
 from logmgr.config import BrokerConfig, LogConfig
-from logmgr.key_index import KeyIndexDispatcher, LogKeyIndex, query_by_key
+from logmgr.key_index import KeyIndexDispatcher, LogKeyIndex, log_batches, query_by_key, query_segments
 from logmgr.log import Isolation, Log
 from logmgr.log_loader import load_log
 from logmgr.log_manager import LogManager
@@ -31,7 +32,7 @@ from segments.key_index import (
     key_hash,
     key_index_file,
 )
-from segments.records import CRC_OFFSET, SimpleRecord
+from segments.records import CRC_OFFSET, Record, RecordBatch, SimpleRecord
 
 T0 = 1_700_000_000_000
 
@@ -312,6 +313,29 @@ def test_max_records_keeps_the_first_in_offset_order(tmp_path: Path) -> None:
     assert [r.offset for r in got] == list(range(7))
     assert [r.value for r in got] == [b"%d" % i for i in range(7)]
     assert query_by_key(log, b"k", max_records=0) == []
+    log.close()
+
+
+def test_bug_query_by_key_read_to_the_segment_end_after_max_records(tmp_path: Path) -> None:
+    # A segment with no key index file is scanned; the scan used to decode every batch of the segment even after
+    # the first ``max_records`` matches were found.
+    clock = ManualClock(T0)
+    log = open_log(tmp_path / "t-0", clock)
+    for i in range(50):
+        log.append_records([SimpleRecord(b"%d" % i, b"k", T0 + i)])
+    bases = log.segments.base_offsets()
+    bounds = list(zip(bases, [*bases[1:], log.log_end_offset], strict=True))
+    read = log_batches(log)
+    batches_read: list[int] = []
+
+    def counting(start: int, stop: int, max_bytes: int) -> Iterator[tuple[RecordBatch, Iterator[Record]]]:
+        for batch, records in read(start, stop, max_bytes):
+            batches_read.append(batch.base_offset)
+            yield batch, records
+
+    got = query_segments(log.dir, bounds, counting, b"k", log_start=0, max_records=3)
+    assert [r.offset for r in got] == [0, 1, 2]
+    assert batches_read == [0, 1, 2]
     log.close()
 
 
