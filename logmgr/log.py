@@ -51,6 +51,7 @@ from logmgr.retention import LogSnapshot, RetentionPlan, RetentionSettings, Segm
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
 from segments._native.append import (
     SCAN_CORRUPT,
+    SCAN_INVALID,
     SCAN_NOT_V2,
     SCAN_OFFSET_OVERFLOW,
     SCAN_OK,
@@ -441,13 +442,13 @@ class Log:
         or above the log end offset. O(size)."""
         return self._append(records, leader=False, leader_epoch=NO_PARTITION_LEADER_EPOCH, origin=AppendOrigin.REPLICATION)
 
-    def _validate(self, records: bytes) -> AppendScan:
+    def _validate(self, records: bytes, leader: bool) -> AppendScan:
         """Kafka's checks of every batch before an append, in its order (batch by batch: the file rule, magic 2,
-        ``max.message.bytes``, CRC, record count, record framing): one native walk, then the framing of the
-        compressed batches the walk passed (their records need the decompressor), each before any later flaw.
-        O(size)."""
+        ``max.message.bytes``, CRC, record count, the offset range and, on a leader, that ``lastOffsetDelta + 1``
+        is the record count, record framing): one native walk, then the framing of the compressed batches the
+        walk passed (their records need the decompressor), each before any later flaw. O(size)."""
         max_message_bytes = self.config.max_message_bytes
-        scan = scan_append(records, max_message_bytes)
+        scan = scan_append(records, max_message_bytes, leader)
         if scan.failure == SCAN_OK and not scan.compressed_batches:
             return scan
         if scan.compressed_batches:
@@ -463,6 +464,10 @@ class Log:
             return scan
         if failure == SCAN_CORRUPT and scan.error is not None:
             raise self._invalid_batch(scan.failure_position, scan.error) from scan.error
+        if failure == SCAN_INVALID:
+            raise InvalidRecordError(
+                f"{self.topic_partition}: invalid batch at position {scan.failure_position}: {scan.reason}"
+            )
         if failure == SCAN_NOT_V2:
             raise InvalidRecordError(f"{self.topic_partition}: only magic 2 batches can be appended")
         if failure == SCAN_TOO_LARGE:
@@ -558,7 +563,7 @@ class Log:
 
     def _append_unguarded(self, records: bytes, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
         # Validation (CRC and framing, O(size)) runs before the writer lock, as Kafka's analyzeAndValidateRecords.
-        scan = self._validate(records)
+        scan = self._validate(records, leader)
         if leader and self.config.compact:
             self._refuse_null_keys(records, scan)
         with self._lock:

@@ -258,14 +258,20 @@ class FileRecords:
         if not self._writable:
             self._require_writable()
         position = self._size
+        length = len(data)
+        fd = self._fd
+        if fd is None:
+            fd = self._descriptor()
         try:
-            view = memoryview(data)
-            written = 0
-            while written < len(view):
-                written += os.pwrite(self._descriptor(), view[written:], position + written)
+            # Every append's path: one call for the whole buffer; a view is sliced only after a short write.
+            written = os.pwrite(fd, data, position)
+            if written < length:
+                view = memoryview(data)
+                while written < length:
+                    written += os.pwrite(fd, view[written:], position + written)
         except OSError as err:
-            raise self._located(err, f"append of {len(data)} bytes at position {position}") from err
-        self._size = position + len(data)
+            raise self._located(err, f"append of {length} bytes at position {position}") from err
+        self._size = position + length
         return position
 
     def truncate_to(self, size: int) -> int:

@@ -28,6 +28,7 @@ from logmgr.log_loader import load_log
 from segments._native.append import (
     SCAN_CORRUPT,
     SCAN_INCOMPLETE,
+    SCAN_INVALID,
     SCAN_NOT_V2,
     SCAN_OFFSET_OVERFLOW,
     SCAN_OK,
@@ -82,6 +83,10 @@ def reference_append(
                     f"{tp}: batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_message_bytes}",
                 )
             batch.ensure_valid()
+            if batch.records_count >= 0:
+                refusal = reference_offset_checks(batch, leader=leader)
+                if refusal is not None:
+                    return Refused(InvalidRecordError, f"{tp}: invalid batch at position {found.position}: {refusal}")
             batch.validate_record_framing(DecodeLimits.for_max_message_bytes(max_message_bytes))
             batches.append(batch)
             position = found.end_position
@@ -125,6 +130,23 @@ def reference_append(
         len(stamped),
         sum(b.records_count for b in stamped),
     )
+
+
+def reference_offset_checks(batch: DefaultRecordBatch, *, leader: bool) -> str | None:
+    """Kafka's ``LogValidator.validateBatch`` on the offsets of a batch (a negative record count is refused as
+    corrupt before it): the offset range must not be empty; a leader also needs at least one record and exactly
+    ``lastOffsetDelta + 1`` of them."""
+    count_from_offsets = batch.last_offset - batch.base_offset + 1
+    offsets = f"[{batch.base_offset}, {batch.last_offset}]"
+    if count_from_offsets <= 0:
+        return f"Batch has an invalid offset range: {offsets}"
+    if not leader:
+        return None
+    if batch.records_count <= 0:
+        return f"Invalid reported count for record batch: {batch.records_count}"
+    if count_from_offsets != batch.records_count:
+        return f"Inconsistent batch offset range {offsets} and count of records {batch.records_count}"
+    return None
 
 
 def fix_crcs(data: bytes | bytearray) -> bytes:
@@ -258,7 +280,7 @@ def test_appends_match_the_reference(
 def test_scan_classifies_every_input_as_the_reference_does(data: bytes, max_message_bytes: int) -> None:
     """The kernel alone, on any bytes: a verdict, never a crash; compressed batches before a flaw are left to
     the caller, so the comparison frames them as the log does."""
-    scan = scan_append(data, max_message_bytes)
+    scan = scan_append(data, max_message_bytes, False)
     expected = reference_append(
         data, "t-0", leader=False, log_end=0, leader_epoch=-1, append_time=None, max_message_bytes=max_message_bytes
     )
@@ -276,6 +298,9 @@ def test_scan_classifies_every_input_as_the_reference_does(data: bytes, max_mess
         assert scan.error is not None
         assert expected == Refused(InvalidRecordError, f"t-0: invalid batch at position {scan.failure_position}: "
                                                        f"{scan.error}")
+    elif scan.failure == SCAN_INVALID:
+        assert expected == Refused(InvalidRecordError, f"t-0: invalid batch at position {scan.failure_position}: "
+                                                       f"{scan.reason}")
     elif scan.failure == SCAN_NOT_V2:
         assert expected == Refused(InvalidRecordError, "t-0: only magic 2 batches can be appended")
     elif scan.failure == SCAN_TOO_LARGE:
@@ -299,7 +324,7 @@ def _two_batches() -> bytes:
 
 def test_leader_stamping_facts_and_spans() -> None:
     data = _two_batches()
-    scan = scan_append(data, 1 << 20)
+    scan = scan_append(data, 1 << 20, True)
     assert scan.failure == SCAN_OK and scan.batches == 2
     first_end = DefaultRecordBatch(data[: struct.unpack_from(">i", data, 8)[0] + 12]).size_in_bytes
     assert scan.spans() == [(0, first_end), (first_end, len(data))]
@@ -317,7 +342,7 @@ def test_leader_stamping_facts_and_spans() -> None:
 
 
 def test_log_append_time_recomputes_the_crc() -> None:
-    scan = scan_append(_two_batches(), 1 << 20)
+    scan = scan_append(_two_batches(), 1 << 20, True)
     scan.assign_offsets(0, 0, T0 + 1000)
     for found in iter_batches(bytes(scan.data)):
         found.batch.ensure_valid()
@@ -327,16 +352,16 @@ def test_log_append_time_recomputes_the_crc() -> None:
 
 def test_follower_offsets_are_checked_not_changed() -> None:
     data = _two_batches()
-    scan = scan_append(data, 1 << 20)
+    scan = scan_append(data, 1 << 20, False)
     assert scan.check_follower(1) == (0, 1)
-    scan = scan_append(data, 1 << 20)
+    scan = scan_append(data, 1 << 20, False)
     assert scan.check_follower(0) is None and scan.data is data
     assert (scan.first_offset, scan.last_offset, scan.offset_of_max_timestamp) == (0, 2, 1)
     assert scan.epoch_starts() == []
 
 
 def test_offsets_past_int64_are_refused() -> None:
-    scan = scan_append(_two_batches(), 1 << 20)
+    scan = scan_append(_two_batches(), 1 << 20, True)
     scan.assign_offsets((1 << 63) - 2, 0)
     assert scan.failure == SCAN_OFFSET_OVERFLOW
     with pytest.raises(ValueError):
@@ -344,13 +369,13 @@ def test_offsets_past_int64_are_refused() -> None:
     built = bytearray(build_batch([SimpleRecord(b"x")]))
     struct.pack_into(">q", built, 0, (1 << 63) - 1)
     struct.pack_into(">i", built, 23, 5)
-    scan = scan_append(fix_crcs(built), 1 << 20)
+    scan = scan_append(fix_crcs(built), 1 << 20, False)
     assert scan.check_follower(0) is None and scan.failure == SCAN_OFFSET_OVERFLOW
 
 
 def test_empty_and_tiny_inputs() -> None:
     for data in (b"", b"\x00" * 17, bytearray(5), memoryview(b"\x00" * 30)):
-        scan = scan_append(data, 1 << 20)
+        scan = scan_append(data, 1 << 20, True)
         assert scan.failure in (SCAN_INCOMPLETE, SCAN_CORRUPT) and scan.batches == 0
         with pytest.raises(ValueError):
             scan.check_follower(0)
@@ -361,13 +386,13 @@ def test_large_append_releases_the_gil_and_matches() -> None:
     batches = [build_batch([SimpleRecord(bytes([n]) * 900, None, T0 + n) for _ in range(20)]) for n in range(8)]
     data = b"".join(batches)
     assert len(data) > 65536
-    scan = scan_append(data, 1 << 20)
+    scan = scan_append(data, 1 << 20, True)
     assert scan.failure == SCAN_OK and scan.batches == 8
     scan.assign_offsets(0, 0)
     assert scan.records == 160 and scan.last_offset == 159
     broken = bytearray(data)
     broken[len(batches[0]) * 5 + 100] ^= 1
-    scan = scan_append(bytes(broken), 1 << 20)
+    scan = scan_append(bytes(broken), 1 << 20, True)
     assert scan.failure == SCAN_CORRUPT and scan.batches == 5 and "crc" in str(scan.error)
 
 
@@ -393,9 +418,10 @@ def _with_region(region: bytes, count: int) -> bytes:
 )
 def test_every_framing_flaw_gives_the_reference_error(region: bytes, count: int, message: str) -> None:
     data = _with_region(region, count)
-    expected = reference_append(data, "t-0", leader=True, log_end=0, leader_epoch=0, append_time=None)
+    # A follower's scan: the leader's count check would refuse a count of 3 before the framing is read.
+    expected = reference_append(data, "t-0", leader=False, log_end=0, leader_epoch=-1, append_time=None)
     assert isinstance(expected, Refused) and message in expected.message
-    scan = scan_append(data, MAX_MESSAGE_BYTES)
+    scan = scan_append(data, MAX_MESSAGE_BYTES, False)
     assert scan.failure == SCAN_CORRUPT and scan.error is not None
     assert Refused(InvalidRecordError, f"t-0: invalid batch at position 0: {scan.error}") == expected
     assert type(scan.error) is type(expected_cause(data))

@@ -59,12 +59,15 @@ cdef enum:
     _TOO_LARGE = 3          # a batch above max.message.bytes (AppendScan.failure_size)
     _INCOMPLETE = 4         # no batch, or bytes after the last whole batch
     _OFFSET_OVERFLOW = 5    # an assigned or given last offset past the int64 range
+    _INVALID = 6            # Kafka's validateBatch refused the batch's offsets or count (AppendScan.reason)
     # Flaws found without the GIL, turned into a CorruptRecordError once it is held again.
     _SMALL_SIZE = 10      # size field below the 14-byte minimum record overhead (walk)
     _SHORT_BATCH = 11     # a magic-2 batch below the 61-byte header
     _BAD_CRC = 12
     _BAD_COUNT = 13
     _BAD_FRAMING = 14     # wire status in _Walk.wire_status
+    _BAD_OFFSET_RANGE = 15  # a last offset delta below 0
+    _BAD_LEADER_COUNT = 16  # leader only: no records, or lastOffsetDelta + 1 != records
 
 # The attribute bits the append reads (the batch layout itself is wire.pxd's).
 cdef enum:
@@ -83,6 +86,7 @@ SCAN_NOT_V2 = _NOT_V2
 SCAN_TOO_LARGE = _TOO_LARGE
 SCAN_INCOMPLETE = _INCOMPLETE
 SCAN_OFFSET_OVERFLOW = _OFFSET_OVERFLOW
+SCAN_INVALID = _INVALID
 
 cdef int64_t _DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024  # segments.records.DEFAULT_MAX_RECORD_BYTES
 
@@ -104,6 +108,7 @@ cdef struct _Walk:
     size_t length
     int64_t max_message_bytes
     int64_t max_record_bytes
+    bint leader               # the leader's offset checks (lastOffsetDelta + 1 == records > 0)
     # Batches found valid so far (grown by doubling; at most length / 26 entries).
     _Batch *batches
     size_t count
@@ -143,6 +148,7 @@ cdef int _walk(_Walk *walk) noexcept nogil:
     cdef size_t total
     cdef int32_t size
     cdef int32_t records
+    cdef int32_t delta
     cdef uint8_t magic
     cdef uint32_t stored
     cdef uint32_t computed
@@ -195,6 +201,19 @@ cdef int _walk(_Walk *walk) noexcept nogil:
             walk.failure_position = position
             walk.detail = records
             return 1
+        # Kafka's validateBatch, after the CRC and before the records are read: offsets are assigned from the
+        # last offset delta, so one that disagrees with the records would move the log end offset backwards
+        # (a negative delta) or give offsets no record holds; a follower keeps the delta (compaction leaves
+        # fewer records than offsets) but never one below 0.
+        delta = <int32_t>load_be32(batch + LAST_OFFSET_DELTA_OFFSET)
+        if delta < 0:
+            walk.failure = _BAD_OFFSET_RANGE
+            walk.failure_position = position
+            return 1
+        if walk.leader and (records == 0 or <int64_t>delta + 1 != records):
+            walk.failure = _BAD_LEADER_COUNT
+            walk.failure_position = position
+            return 1
         if (batch[ATTRIBUTES_OFFSET + 1] & _CODEC_MASK) == 0:
             status = frame_records(batch + RECORD_BATCH_OVERHEAD, total - RECORD_BATCH_OVERHEAD, records,
                                    walk.max_record_bytes, &wire_position)
@@ -213,7 +232,7 @@ cdef int _walk(_Walk *walk) noexcept nogil:
         found.base_offset = <int64_t>load_be64(batch)
         found.leader_epoch = <int32_t>load_be32(batch + PARTITION_LEADER_EPOCH_OFFSET)
         found.attributes = <int16_t>((batch[ATTRIBUTES_OFFSET] << 8) | batch[ATTRIBUTES_OFFSET + 1])
-        found.last_offset_delta = <int32_t>load_be32(batch + LAST_OFFSET_DELTA_OFFSET)
+        found.last_offset_delta = delta
         found.max_timestamp = <int64_t>load_be64(batch + MAX_TIMESTAMP_OFFSET)
         found.producer_id = <int64_t>load_be64(batch + PRODUCER_ID_OFFSET)
         found.records = records
@@ -248,6 +267,21 @@ cdef object _framing_error(const uint8_t *region, size_t length, int status, siz
             )
         return CorruptRecordError(f"invalid record size {body}", position=position)
     return CorruptRecordError("varint is longer than 5 bytes", position=position)
+
+
+cdef str _offsets_refusal(const uint8_t *batch, int failure):
+    """Kafka's ``validateBatch`` message for a batch whose header (whole, CRC-checked) has a negative last offset
+    delta (``_BAD_OFFSET_RANGE``) or, on a leader, a record count the delta disagrees with. O(1)."""
+    cdef int64_t base = <int64_t>load_be64(batch)
+    cdef int32_t delta = <int32_t>load_be32(batch + LAST_OFFSET_DELTA_OFFSET)
+    cdef int32_t records = <int32_t>load_be32(batch + RECORDS_COUNT_OFFSET)
+    # Python ints: base + delta may pass the int64 range.
+    offsets = f"[{base}, {<object>base + delta}]"
+    if failure == _BAD_OFFSET_RANGE:
+        return f"Batch has an invalid offset range: {offsets}"
+    if records == 0:
+        return f"Invalid reported count for record batch: {records}"
+    return f"Inconsistent batch offset range {offsets} and count of records {records}"
 
 
 cdef int _stamp(uint8_t *target, const uint8_t *source, size_t length, _Batch *batches, size_t count,
@@ -287,6 +321,7 @@ cdef class AppendScan:
     cdef readonly Py_ssize_t failure_position
     cdef readonly Py_ssize_t failure_size
     cdef readonly object error
+    cdef readonly str reason
     cdef readonly Py_ssize_t compressed_batches
     cdef readonly Py_ssize_t producer_batches
     cdef readonly long long records
@@ -297,6 +332,7 @@ cdef class AppendScan:
     cdef readonly long long offset_of_max_timestamp
     cdef _Batch *_batches
     cdef size_t _count
+    cdef bint _leader
 
     def __dealloc__(self):
         free(self._batches)
@@ -346,8 +382,11 @@ cdef class AppendScan:
         taking ``last offset delta + 1`` offsets), ``leader_epoch`` and, when ``append_time`` is given, the
         LogAppendTime flag and that max timestamp (CRC recomputed: both are CRC-covered). Sets the offsets and
         the max timestamp facts, or ``failure = SCAN_OFFSET_OVERFLOW`` when an offset passes the int64 range (then
-        nothing is kept). O(size): a copy, plus a CRC pass for LogAppendTime."""
+        nothing is kept). Only for a leader's scan (its offset checks let each batch take exactly its records'
+        offsets). O(size): a copy, plus a CRC pass for LogAppendTime."""
         self._require_valid()
+        if not self._leader:
+            raise ValueError("offsets are assigned only to a leader's scan (scan_append(..., leader=True))")
         cdef const uint8_t[::1] source = self.data
         cdef size_t length = source.shape[0]
         cdef bint stamp_time = append_time is not None
@@ -416,10 +455,12 @@ cdef class AppendScan:
         self.records = records
 
 
-def scan_append(records, long long max_message_bytes):
+def scan_append(records, long long max_message_bytes, bint leader):
     """Walk the batches of one append (any contiguous buffer) and validate each as Kafka does before an append:
     the file rule (a size field of at least 14, whole batches), magic 2, at most ``max_message_bytes``, the CRC, a
-    non-negative record count and, for uncompressed batches, the framing of exactly that many records (lengths
+    non-negative record count, Kafka's ``validateBatch`` offset checks (a last offset delta of at least 0; for a
+    ``leader``, at least one record and ``lastOffsetDelta + 1 == records``: offsets are assigned from the delta)
+    and, for uncompressed batches, the framing of exactly that many records (lengths
     only; a record above ``max(max_message_bytes, 64 MiB)`` is too large). Stops at the first flaw. O(size), the
     GIL released for appends of 4 KiB and more."""
     cdef const uint8_t[::1] view = records
@@ -431,6 +472,7 @@ def scan_append(records, long long max_message_bytes):
     walk.buf = &view[0] if walk.length > 0 else NULL
     walk.max_message_bytes = max_message_bytes
     walk.max_record_bytes = max(max_message_bytes, _DEFAULT_MAX_RECORD_BYTES)
+    walk.leader = leader
     walk.batches = NULL
     walk.count = 0
     walk.capacity = 0
@@ -445,6 +487,7 @@ def scan_append(records, long long max_message_bytes):
         enough_memory = _walk(&walk)
     scan._batches = walk.batches
     scan._count = walk.count
+    scan._leader = leader
     scan.compressed_batches = walk.compressed
     scan.producer_batches = walk.producers
     if not enough_memory:
@@ -480,8 +523,12 @@ def scan_append(records, long long max_message_bytes):
             <int32_t>load_be32(batch + RECORDS_COUNT_OFFSET),
             walk.max_record_bytes,
         )
+    elif walk.failure == _BAD_OFFSET_RANGE or walk.failure == _BAD_LEADER_COUNT:
+        scan.reason = _offsets_refusal(batch, walk.failure)
     if scan.error is not None:
         scan.failure = _CORRUPT
+    elif scan.reason is not None:
+        scan.failure = _INVALID
     elif walk.failure == _TOO_LARGE:
         scan.failure = _TOO_LARGE
         scan.failure_size = walk.detail

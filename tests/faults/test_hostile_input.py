@@ -436,12 +436,14 @@ def parse_append(data: bytes, scratch: Path) -> None:
     batch is valid when it accepts."""
     for candidate in (data, _repaired_v2(data)):
         for max_message_bytes in (RECORD_BATCH_OVERHEAD, 1 << 20):
-            scan = scan_append(candidate, max_message_bytes)
+            scan = scan_append(candidate, max_message_bytes, False)
             assert (scan.failure == SCAN_CORRUPT) == (scan.error is not None)
             if scan.failure != SCAN_OK:
                 continue
             scan.check_follower(0)
-            scan = scan_append(candidate, max_message_bytes)
+            scan = scan_append(candidate, max_message_bytes, True)
+            if scan.failure != SCAN_OK:
+                continue
             scan.assign_offsets(0, 1, 1_700_000_000_000)
             if scan.failure == SCAN_OK:
                 for found in iter_batches(bytes(scan.data)):
