@@ -417,12 +417,15 @@ def load_in_this_thread(data: StartupData, broker: BrokerConfig, *, clean: bool)
     partition (recovery point 0 when unclean), then close. O(dir)."""
     config = broker.log_config()
     end = data.segments * data.batches_per_segment * SEGMENT_RECORDS_PER_BATCH
+    # As the manager passes it: when the recovery-point checkpoint was written (the clean path's reference).
+    written_ns = (data.log_dir / RECOVERY_POINT_CHECKPOINT_FILE).stat().st_mtime_ns if clean else None
     for tp in data.topic_partitions():
         log = load_log(
             data.log_dir / f"{tp.topic}-{tp.partition}",
             config,
             recovery_point=end if clean else 0,
             had_clean_shutdown=clean,
+            recovery_point_written_ns=written_ns,
         )
         log.close()
 

@@ -240,6 +240,7 @@ class Log:
         segments: LogSegments,
         *,
         log_start_offset: int,
+        log_end_offset: int,
         recovery_point: int,
         producer_state: ProducerStateManager,
         leader_epochs: LeaderEpochCache,
@@ -268,7 +269,8 @@ class Log:
         # (log end offset, active segment base, byte position of the log end in it), replaced as one tuple under
         # the writer lock after each change, so a reader that snapshots it never serves an append in progress.
         self._end = (0, 0, 0)
-        self._publish_end(segments.active_segment.read_next_offset())
+        # The loader found the log end (reading the active segment's tail, or from a clean shutdown's checkpoint).
+        self._publish_end(log_end_offset)
         self._high_watermark: int | None = None
         self._high_watermark_provider: Callable[[], int] | None = None
         self.last_flush_ms = self.clock.time_ms()

@@ -99,13 +99,20 @@ def load_log(
     run_async: Callable[[Callable[[], None]], None] = _synchronous,
     producer_id_expiration_ms: int = 86_400_000,
     remove_stray_snapshots: bool = True,
+    recovery_point_written_ns: int | None = None,
 ) -> Log:
     """Open (creating if needed) the log in ``partition_dir``, recovering as Kafka does. O(bytes recovered).
 
     ``remove_stray_snapshots=False`` keeps the producer snapshots Kafka's loader deletes (those of no segment
     base offset but the newest): for an offline writer that must change nothing but what it writes, leaving them
     to the broker's next load. Producer state is the same either way: it is rebuilt from the newest snapshot at
-    or below the log end, which is never a deleted one."""
+    or below the log end, which is never a deleted one.
+
+    ``recovery_point_written_ns``: when the recovery-point checkpoint ``recovery_point`` comes from was written
+    (its modification time). After a clean shutdown, a log whose active segment files are older than it takes its
+    log end offset from the listing and that checkpoint (:func:`_clean_log_end`), so a clean load opens no segment
+    file and maps no index: every file opens on first use, the active segment's indexes growing to
+    ``segment.index.bytes`` then (Kafka's lazy index). Without it the active segment's last batches are read."""
     clock = clock or SystemClock()
     partition_dir.mkdir(parents=True, exist_ok=True)
     parsed = PartitionDirName.parse(partition_dir.name)
@@ -113,11 +120,13 @@ def load_log(
     is_deleted_dir = parsed.kind == "delete"
     files = _complete_swaps_and_remove_temporaries(partition_dir, stats)
     while True:
-        producer_state = ProducerStateManager(partition_dir, producer_id_expiration_ms, clock)
+        # One listing per attempt serves the segments and the producer snapshots.
+        if files is None:
+            files = _list_files(partition_dir)
+        producer_state = ProducerStateManager(partition_dir, producer_id_expiration_ms, clock, listing=files)
         leader_epochs = LeaderEpochCache(partition_dir)
         segments = LogSegments()
-        needs_recovery = _open_segments(partition_dir, files or _list_files(partition_dir), config, segments, stats, clock)
-        files = None
+        needs_recovery = _open_segments(partition_dir, files, config, segments, stats, clock)
         context = _LoadContext(partition_dir, config, segments, producer_state, leader_epochs, stats, log_start_offset)
         try:
             for segment in needs_recovery:
@@ -126,9 +135,17 @@ def load_log(
             if not had_clean_shutdown and not is_deleted_dir:
                 context.recover_from(recovery_point)
             last = segments.last_segment()
-            last_next_offset = None if last is None else context.next_offset_of(last)
+            last_next_offset = None
+            if last is not None:
+                if had_clean_shutdown and not needs_recovery and recovery_point_written_ns is not None:
+                    last_next_offset = _clean_log_end(
+                        files, last, recovery_point, recovery_point_written_ns, producer_state
+                    )
+                if last_next_offset is None:
+                    last_next_offset = context.next_offset_of(last)
             break
         except _Overflowed as overflowed:
+            files = None
             split = OverflowSplit.plan(overflowed.segment, overflowed.error)
             for segment in segments.values():
                 segment.close()
@@ -145,13 +162,13 @@ def load_log(
         base = 0 if is_deleted_dir else log_start_offset
         segments.add(_open_segment(partition_dir, base, config, clock, create=True))
         stats.actions.append(f"created an empty segment at offset {base}")
-    # The active segment keeps preallocated indexes (trimmed ones are re-expanded), as after Kafka's load.
-    active = segments.active_segment
-    active.offset_index.resize(config.segment_index_bytes)
-    active.time_index.resize(config.segment_index_bytes)
+        last_next_offset = base
+    # The active segment keeps preallocated indexes (trimmed ones are re-expanded), as after Kafka's load; an
+    # index not mapped yet is resized when first used.
+    segments.active_segment.resize_indexes(config.segment_index_bytes)
     first = segments.first_segment()
-    assert first is not None
-    log_end_offset = active.read_next_offset()
+    assert first is not None and last_next_offset is not None
+    log_end_offset = last_next_offset
     effective_start = max(log_start_offset, first.base_offset)
     effective_recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
     leader_epochs.truncate_from_end(log_end_offset)
@@ -162,6 +179,7 @@ def load_log(
         config,
         segments,
         log_start_offset=effective_start,
+        log_end_offset=log_end_offset,
         recovery_point=effective_recovery_point,
         producer_state=producer_state,
         leader_epochs=leader_epochs,
@@ -172,7 +190,8 @@ def load_log(
         recovery=stats,
     )
     if remove_stray_snapshots:
-        producer_state.remove_straggling_snapshots(segments.base_offsets())
+        # The manager was made from this load's listing and has tracked its own writes since: no rescan.
+        producer_state.remove_straggling_snapshots(segments.base_offsets(), rescan=False)
     rebuild_producer_state(log, log_end_offset, reload_from_clean_shutdown=had_clean_shutdown)
     return log
 
@@ -190,6 +209,38 @@ def _open_segment(
         roll_jitter_ms=config.random_segment_jitter(_JITTER_RNG),
         clock=lambda: clock.time_ms() / 1000,
     )
+
+
+def _clean_log_end(
+    files: dict[str, os.DirEntry[str]],
+    active: LogSegment,
+    recovery_point: int,
+    recovery_point_written_ns: int,
+    producer_state: ProducerStateManager,
+) -> int | None:
+    """The log end offset a clean shutdown left, from the directory listing and the recovery-point checkpoint
+    alone, or None when they do not agree (the caller then reads the active segment's last batches, as Kafka's
+    load does). A clean shutdown flushes every log (its recovery point becomes its log end offset), closes it
+    (writing the producer snapshot named by that offset) and then writes the checkpoint. They agree when the
+    active segment's ``.log`` and ``.index`` were last modified strictly before the checkpoint was written
+    (nothing appended, cut or damaged since: a change in the same clock tick counts as after) and, for a
+    non-empty ``.log``, the recovery point lies above the segment's base and names the newest producer snapshot;
+    the log end is then the recovery point, or the base of an empty ``.log``. O(snapshots) plus two stats."""
+    prefix = filename_prefix_from_offset(active.base_offset)
+    log_entry = files.get(prefix + LOG_SUFFIX)
+    index_entry = files.get(prefix + INDEX_SUFFIX)
+    if log_entry is None or index_entry is None:
+        return None
+    try:
+        if max(log_entry.stat().st_mtime_ns, index_entry.stat().st_mtime_ns) >= recovery_point_written_ns:
+            return None
+    except FileNotFoundError:
+        return None
+    if active.size == 0:
+        return active.base_offset
+    if recovery_point <= active.base_offset or producer_state.latest_snapshot_offset() != recovery_point:
+        return None
+    return recovery_point
 
 
 def _is_partition_temporary_target(name: str) -> bool:

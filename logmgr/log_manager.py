@@ -121,6 +121,8 @@ class LogDir:
     future_logs: dict[TopicPartition, Log] = field(default_factory=dict)
     """The ``-future`` logs of moves into this dir (Kafka's ``futureLogs``), checkpointed and flushed with it."""
     loaded_all: bool = False
+    recovery_points_written_ns: int | None = None
+    """When startup found the recovery-point checkpoint last modified (None: missing), for the loader's clean path."""
     removed_temporaries: list[str] = field(default_factory=list)
     disk_state: DiskUsageState = "ok"
     """The disk tier its last usage check found."""
@@ -323,6 +325,12 @@ class LogManager:
             if log_dir.state.offline:
                 continue
             recovery_points = self._read_checkpoint(log_dir.path / RECOVERY_POINT_CHECKPOINT_FILE)
+            try:
+                log_dir.recovery_points_written_ns = (
+                    (log_dir.path / RECOVERY_POINT_CHECKPOINT_FILE).stat().st_mtime_ns if recovery_points else None
+                )
+            except OSError:
+                log_dir.recovery_points_written_ns = None
             start_offsets = self._read_checkpoint(log_dir.path / LOG_START_OFFSET_CHECKPOINT_FILE)
             try:
                 children = sorted(log_dir.path.iterdir())
@@ -409,6 +417,8 @@ class LogManager:
             recovery_point=recovery_point,
             log_start_offset=start,
             had_clean_shutdown=log_dir.had_clean_shutdown if clean is None else clean,
+            # The recovery point is the dir's checkpoint entry only when the caller gives no clean state of its own.
+            recovery_point_written_ns=log_dir.recovery_points_written_ns if clean is None else None,
             clock=self.clock,
             deleter=self.deleter,
             readers=self.readers,

@@ -558,7 +558,11 @@ class ProducerStateManager:
         partition_dir: str | os.PathLike[str],
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         clock: Clock | None = None,
+        *,
+        listing: Iterable[str] | None = None,
     ) -> None:
+        """``listing``: the names of the regular files of ``partition_dir`` when the caller has just listed it (a
+        log load), so the snapshots are found without listing it again; None lists it."""
         if producer_id_expiration_ms < 1:
             raise ConfigError(
                 "producer.id.expiration.ms", f"must be at least 1, got {producer_id_expiration_ms}"
@@ -571,7 +575,9 @@ class ProducerStateManager:
         self._ongoing: dict[int, TxnMetadata] = {}
         # Completed transactions whose marker is not yet below the high watermark: still unstable for readers.
         self._unreplicated: dict[int, TxnMetadata] = {}
-        self._snapshots: dict[int, str] = _list_snapshot_files(self._dir)
+        self._snapshots: dict[int, str] = _snapshot_files(
+            self._dir, _list_regular_files(self._dir) if listing is None else listing
+        )
         self._map_end_offset = 0
         self._last_snap_offset = 0
 
@@ -856,11 +862,14 @@ class ProducerStateManager:
         offsets. O(s)."""
         return self._delete_snapshots(snapshot for snapshot in self._snapshots if snapshot < offset)
 
-    def remove_straggling_snapshots(self, segment_base_offsets: Iterable[int]) -> list[int]:
+    def remove_straggling_snapshots(self, segment_base_offsets: Iterable[int], *, rescan: bool = True) -> list[int]:
         """Kafka's ``removeStraySnapshots``: rescan the directory, then delete the snapshots that match no segment
         base offset, keeping the largest one if it lies above every segment (see :func:`stray_snapshots`);
-        return the deleted offsets. O(s log s + b) plus the directory scan."""
-        self._snapshots = _list_snapshot_files(self._dir)
+        return the deleted offsets. ``rescan=False`` skips the scan, for a caller that made this manager from a
+        listing just taken (a log load): the snapshots it knows, that listing's plus those it wrote or deleted
+        since, are then the directory's. O(s log s + b) plus the directory scan."""
+        if rescan:
+            self._snapshots = _snapshot_files(self._dir, _list_regular_files(self._dir))
         return self._delete_snapshots(stray_snapshots(self._snapshots, segment_base_offsets))
 
     def prune_snapshots_pre_2_8(self, segment_base_offsets: Sequence[int], recovery_point: int) -> list[int]:
@@ -903,18 +912,24 @@ class ProducerStateManager:
         )
 
 
-def _list_snapshot_files(directory: Path) -> dict[int, str]:
-    """``{offset: file name}`` of the ``*.snapshot`` regular files in ``directory`` (none if it is absent)."""
+def _list_regular_files(directory: Path) -> list[str]:
+    """Names of the regular files in ``directory`` (none if it is absent). O(entries)."""
+    try:
+        with os.scandir(directory) as entries:
+            return [entry.name for entry in entries if entry.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _snapshot_files(directory: Path, names: Iterable[str]) -> dict[int, str]:
+    """``{offset: file name}`` of the ``*.snapshot`` files among ``names`` (regular files of ``directory``). O(n)."""
     found: dict[int, str] = {}
-    if not directory.is_dir():
-        return found
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if not entry.name.endswith(SNAPSHOT_SUFFIX) or not entry.is_file():
-                continue
-            try:
-                found[offset_from_file_name(entry.name)] = entry.name
-            except InvalidOffsetError:
-                # Kafka would fail the whole load on such a name; it is not a snapshot Kafka could have written.
-                _log.warning("ignoring %s: not named by an offset", Path(directory, entry.name))
+    for name in names:
+        if not name.endswith(SNAPSHOT_SUFFIX):
+            continue
+        try:
+            found[offset_from_file_name(name)] = name
+        except InvalidOffsetError:
+            # Kafka would fail the whole load on such a name; it is not a snapshot Kafka could have written.
+            _log.warning("ignoring %s: not named by an offset", Path(directory, name))
     return found

@@ -26,6 +26,8 @@ class LazyIndex(Generic[IndexT]):
         self._path = path
         self._opener = opener
         self._index: IndexT | None = None
+        # The length to resize the index to once it is opened (resize_when_opened), None when there is none.
+        self._resize_to: int | None = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -61,9 +63,28 @@ class LazyIndex(Generic[IndexT]):
         if index is None:
             with self._lock:
                 if self._index is None:
-                    self._index = self._opener(self._path)
+                    opened = self._opener(self._path)
+                    if self._resize_to is not None:
+                        try:
+                            opened.resize(self._resize_to)
+                        except BaseException:
+                            # Left unopened: the next use opens and resizes again (and meets the same error).
+                            opened.close()
+                            raise
+                        self._resize_to = None
+                    self._index = opened
                 index = self._index
         return index
+
+    def resize_when_opened(self, size: int) -> None:
+        """Resize the index to ``size`` now if it is opened, else right after it is first opened: Kafka's
+        ``resizeIndexes`` of the active segment after a load, whose index is mapped on first use (a clean load maps
+        none). A failed resize (a disk too full for the growth) raises from that use, naming the file. O(1)."""
+        with self._lock:
+            if self._index is not None:
+                self._index.resize(size)
+            else:
+                self._resize_to = size
 
     def rename_to(self, path: Path) -> None:
         """Rename the file (if it exists) and follow it. O(1)."""

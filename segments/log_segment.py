@@ -383,6 +383,12 @@ class LogSegment:
         lazy = self._time_index
         return lazy.path if lazy is not None else time_index_file(self._directory, self.base_offset, self._suffix)
 
+    def resize_indexes(self, size: int) -> None:
+        """Kafka's ``resizeIndexes`` for the active segment of a load: both indexes at ``size`` (trimmed ones
+        re-expanded), resized now if mapped, else when first used (:meth:`LazyIndex.resize_when_opened`). O(1)."""
+        self._lazy_offset_index().resize_when_opened(size)
+        self._lazy_time_index().resize_when_opened(size)
+
     def release(self) -> None:
         """Close the ``.log`` and ``.txnindex`` and close (trim) and unmap both indexes; they reopen on next use.
         For inactive segments nobody reads yet, such as those a log load just recovered, so a recovered log holds

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from checkpoints.clean_shutdown import CleanShutdownMarker
+from checkpoints.offset_checkpoint import RECOVERY_POINT_CHECKPOINT_FILE, OffsetCheckpointFile
 from logmgr.clock import ManualClock
 from logmgr.config import BrokerConfig, LogConfig
 from logmgr.log import Isolation, Log
@@ -20,7 +21,7 @@ from logmgr.log_loader import load_log
 from logmgr.log_manager import LogManager
 from logmgr.scheduler import ManualScheduler
 from segments.log_segment import LogSegment
-from segments.naming import log_file
+from segments.naming import TopicPartition, log_file
 from segments.records import ControlRecordType, SimpleRecord
 
 T0 = 1_700_000_000_000
@@ -101,39 +102,110 @@ def clean_load(directory: Path, clock: ManualClock | None = None, config: LogCon
     return load_log(directory, config, clock=clock or ManualClock(T0 + 10**9), had_clean_shutdown=True)
 
 
-def test_clean_startup_opens_and_maps_only_the_active_segments(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    log_dir = tmp_path / "d1"
+def manager_for(log_dir: Path, clock: ManualClock) -> LogManager:
     broker = BrokerConfig.from_properties(
         {"log.dirs": str(log_dir), "log.segment.bytes": "600", "log.index.interval.bytes": "100"}
     )
-    manager = LogManager(broker, clock=clock, scheduler=ManualScheduler(clock))
+    return LogManager(broker, clock=clock, scheduler=ManualScheduler(clock))
+
+
+def backdate_segment_files(log_dir: Path) -> None:
+    """Segment files last changed a second before the recovery-point checkpoint: what a shutdown after an idle
+    second leaves. A test shuts down within one tick of its last write, and on a kernel with coarse file times
+    the loader then reads the active segment (a change in the checkpoint's tick counts as after it)."""
+    written = (log_dir / RECOVERY_POINT_CHECKPOINT_FILE).stat().st_mtime_ns
+    for path in log_dir.rglob("*"):
+        if path.name.endswith(SEGMENT_KINDS):
+            os.utime(path, ns=(written - 10**9, written - 10**9))
+
+
+def written_manager_dir(log_dir: Path, clock: ManualClock) -> dict[str, tuple[int, list[tuple[int, bytes | None]]]]:
+    """Partitions written through a manager and cleanly shut down; each one's log end and contents."""
+    manager = manager_for(log_dir, clock)
     manager.startup()
     for p in range(PARTITIONS):
         produce(manager.get_or_create_log("t", p), clock, 50, aborted_every=7 if p % 2 else 0)
+    expected = {str(log.topic_partition): (log.log_end_offset, contents(log)) for log in manager.all_logs()}
     manager.shutdown()
     assert CleanShutdownMarker.exists(log_dir)
     assert list(log_dir.rglob("*.txnindex")), "the data must include transaction indexes"
+    backdate_segment_files(log_dir)
+    return expected
+
+
+def test_clean_startup_opens_and_maps_no_segment_file_until_first_use(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    log_dir = tmp_path / "d1"
+    expected = written_manager_dir(log_dir, clock)
     before, maps_before = open_segment_files(), mapped_index_files()
-    restarted = LogManager(broker, clock=clock, scheduler=ManualScheduler(clock))
+    restarted = manager_for(log_dir, clock)
     restarted.startup()
     try:
         logs = restarted.all_logs()
         assert len(logs) == PARTITIONS and all(len(log.segments) > 5 for log in logs)
-        active = {str(log.segments.active_segment.log.path) for log in logs}
-        active_indexes = {
-            str(path)
-            for log in logs
-            for path in (log.segments.active_segment.offset_index_path, log.segments.active_segment.time_index_path)
-        }
-        assert open_segment_files() - before == active | active_indexes
-        assert mapped_index_files() - maps_before == active_indexes
+        assert open_segment_files() == before
+        assert mapped_index_files() == maps_before
         for log in logs:
-            assert all(segment.open_files == () for segment in log.segments.values()[:-1])
-            assert log.segments.active_segment.open_files == ("log", "index", "timeindex")
+            assert all(segment.open_files == () for segment in log.segments.values())
+            # The log end came from the checkpoint and the listing; it is the one the segment holds.
+            assert log.log_end_offset == expected[str(log.topic_partition)][0]
+            assert log.recovery.actions == []
+        log = logs[0]
+        active = log.segments.active_segment
+        # First use: an append opens the active segment and grows its trimmed indexes (Kafka's lazy index).
+        assert active.offset_index_path.stat().st_size < CONFIG.segment_index_bytes
+        clock.advance(1000)
+        log.append_records([SimpleRecord(b"after", b"k", clock.time_ms())])
+        assert set(active.open_files) == {"log", "index", "timeindex"}
+        assert active.offset_index_path.stat().st_size == restarted.broker.log_config().segment_index_bytes
+        assert contents(log) == [*expected[str(log.topic_partition)][1], (log.log_end_offset - 1, b"after")]
+        assert open_segment_files() - before >= {str(active.log.path), str(active.offset_index_path)}
     finally:
         restarted.shutdown()
     assert open_segment_files() == before
+
+
+@pytest.mark.parametrize("change", ["cut-active-log", "checkpoint-ahead", "snapshot-missing", "index-touched"])
+def test_clean_startup_reads_the_active_segment_when_the_checkpoint_disagrees(tmp_path: Path, change: str) -> None:
+    """The log end comes from the checkpoint only when the listing agrees with it; otherwise the loader reads the
+    active segment's last batches, and every figure is the segment's."""
+    clock = ManualClock(T0)
+    log_dir = tmp_path / "d1"
+    expected = written_manager_dir(log_dir, clock)
+    partition = log_dir / "t-0"
+    end = expected["t-0"][0]
+    active_log = max(partition.glob("*.log"))
+    if change == "cut-active-log":
+        # The last batch (one record) cut after the shutdown: the log ends one offset lower.
+        size = active_log.stat().st_size
+        last = LogSegment.open(partition, int(active_log.stem), size=size, writable=False)
+        last_position = max(found.position for found in last.batches())
+        last.close()
+        os.truncate(active_log, last_position)
+        end -= 1
+    elif change == "checkpoint-ahead":
+        checkpoint = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
+        points = checkpoint.read()
+        points[TopicPartition("t", 0)] = end + 5
+        checkpoint.write(points)
+    elif change == "snapshot-missing":
+        max(partition.glob("*.snapshot")).unlink()
+    else:
+        index = active_log.with_suffix(".index")
+        os.utime(index)
+    restarted = manager_for(log_dir, clock)
+    restarted.startup()
+    try:
+        log = restarted.get_log(TopicPartition("t", 0))
+        assert log is not None
+        assert log.log_end_offset == end
+        assert contents(log) == [r for r in expected["t-0"][1] if r[0] < end]
+        assert log.segments.active_segment.open_files != (), "the active segment was read"
+        for other in restarted.all_logs():
+            if other is not log:
+                assert all(segment.open_files == () for segment in other.segments.values())
+    finally:
+        restarted.shutdown()
 
 
 def test_every_path_works_on_segments_a_clean_load_only_listed(
