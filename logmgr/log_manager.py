@@ -57,13 +57,16 @@ from logmgr.log import Log, LogDirState
 from logmgr.log_loader import load_log
 from logmgr.log_move import COPY_CHUNK_BYTES, LogMove, LogMoveCancelledError, MoveEvent
 from logmgr.retention import (
+    DISK_TIER_OFF,
     DiskUsageState,
     LogSnapshot,
     PlannedDeletion,
+    disk_tier_note,
     disk_usage_state,
     plan_disk_pressure,
     plan_manual_cleanup,
     plans_by_log,
+    with_note,
 )
 from logmgr.scheduler import ApsScheduler, Scheduler
 from logmgr.segment_deleter import DeletionRun, SegmentDeleter, SegmentReaders
@@ -103,9 +106,12 @@ _METADATA_TOPIC = "__cluster_metadata"
 DiskUsage = Callable[[Path], tuple[int, int]]
 
 
-def _disk_usage(path: Path) -> tuple[int, int]:
+def measure_disk_usage(path: Path) -> tuple[int, int]:
+    """RocketMQ's ``UtilAll.getDiskPartitionSpaceUsedPercent`` as a fraction: the bytes used on ``path``'s file
+    system (total minus free) and the bytes it can hold for us (used plus available: blocks reserved for root
+    count as neither, as in ``df``). The default usage probe of :class:`LogManager` and ``logmgr cleanup``. O(1)."""
     usage = shutil.disk_usage(path)
-    return usage.used, usage.total
+    return usage.used, usage.used + usage.free
 
 
 @dataclass(slots=True)
@@ -124,6 +130,8 @@ class LogDir:
     removed_temporaries: list[str] = field(default_factory=list)
     disk_state: DiskUsageState = "ok"
     """The disk tier its last usage check found."""
+    disk_usage: tuple[int, int] | None = None
+    """Bytes used and usable its last usage check measured (None: never measured, every tier off)."""
 
 
 @dataclass(slots=True)
@@ -163,7 +171,7 @@ class LogManager:
         topic_overrides: Mapping[str, Mapping[str, str]] | None = None,
         clock: Clock | None = None,
         scheduler: Scheduler | None = None,
-        disk_usage: DiskUsage = _disk_usage,
+        disk_usage: DiskUsage = measure_disk_usage,
         progress: Callable[[int, int, TopicPartition], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         broker_epoch: int | None = None,
@@ -517,7 +525,7 @@ class LogManager:
             delay_ms=broker.producer_id_expiration_check_interval_ms,
             period_ms=broker.producer_id_expiration_check_interval_ms,
         )
-        if self._disk_tiers_enabled():
+        if broker.disk_tiers_enabled:
             self.scheduler.schedule(
                 JOB_DISK_CHECK, self.check_disk_usage, delay_ms=delay, period_ms=broker.disk_check_interval_ms
             )
@@ -975,24 +983,20 @@ class LogManager:
             self._apply(logs, snapshots, plan_manual_cleanup(snapshots, manual), report)
         # RocketMQ's first tier: above diskMaxUsedSpaceRatio expired segments go whatever the hour.
         time_rule_allowed = window_open or state != "ok"
+        note = ""
+        if not window_open and state != "ok" and log_dir.disk_usage is not None:
+            note = disk_tier_note(*log_dir.disk_usage, *self.broker.disk_tier(state))
         for tp, log in retained.items():
             plan = log.delete_old_segments(time_rule_allowed=time_rule_allowed)
-            report.add(tp, plan.deletions)
+            report.add(tp, with_note(plan.deletions, "retention.ms", note) if note else plan.deletions)
             if plan.roll_first:
                 report.rolled.append(tp)
-
-    def _disk_tiers_enabled(self) -> bool:
-        broker = self.broker
-        return any(
-            ratio is not None
-            for ratio in (broker.disk_max_used_ratio, broker.disk_usage_clean_ratio, broker.disk_usage_warn_ratio)
-        )
 
     def _disk_pressure_plan(
         self, log_dir: LogDir, snapshots: Mapping[TopicPartition, LogSnapshot]
     ) -> list[tuple[TopicPartition, PlannedDeletion]]:
         ratio = self.broker.disk_usage_clean_ratio
-        if ratio is None or not snapshots:
+        if ratio >= DISK_TIER_OFF or not snapshots:
             return []
         used, total = self._disk_usage(log_dir.path)
         # The tier is the file system's real usage (_measure_disk), but how much more to delete discounts the
@@ -1018,8 +1022,9 @@ class LogManager:
         is unlinked, as the disk sees it); marks the dir full above the third tier. O(1)."""
         broker = self.broker
         state: DiskUsageState = "ok"
-        if self._disk_tiers_enabled():
+        if broker.disk_tiers_enabled:
             used, total = self._disk_usage(log_dir.path)
+            log_dir.disk_usage = (used, total)
             state = disk_usage_state(
                 used, total, broker.disk_usage_clean_ratio, broker.disk_usage_warn_ratio, broker.disk_max_used_ratio
             )

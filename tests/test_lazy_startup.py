@@ -22,6 +22,7 @@ from logmgr.scheduler import ManualScheduler
 from segments.log_segment import LogSegment
 from segments.naming import log_file
 from segments.records import ControlRecordType, SimpleRecord
+from tests.conftest import calm_disk
 
 T0 = 1_700_000_000_000
 SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
@@ -107,7 +108,7 @@ def test_clean_startup_opens_and_maps_only_the_active_segments(tmp_path: Path) -
     broker = BrokerConfig.from_properties(
         {"log.dirs": str(log_dir), "log.segment.bytes": "600", "log.index.interval.bytes": "100"}
     )
-    manager = LogManager(broker, clock=clock, scheduler=ManualScheduler(clock))
+    manager = LogManager(broker, clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk)
     manager.startup()
     for p in range(PARTITIONS):
         produce(manager.get_or_create_log("t", p), clock, 50, aborted_every=7 if p % 2 else 0)
@@ -115,7 +116,7 @@ def test_clean_startup_opens_and_maps_only_the_active_segments(tmp_path: Path) -
     assert CleanShutdownMarker.exists(log_dir)
     assert list(log_dir.rglob("*.txnindex")), "the data must include transaction indexes"
     before, maps_before = open_segment_files(), mapped_index_files()
-    restarted = LogManager(broker, clock=clock, scheduler=ManualScheduler(clock))
+    restarted = LogManager(broker, clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk)
     restarted.startup()
     try:
         logs = restarted.all_logs()

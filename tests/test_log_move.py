@@ -34,7 +34,7 @@ from logmgr.log_move import LogMoveCancelledError
 from logmgr.scheduler import ManualScheduler
 from segments.naming import TopicPartition, offset_from_file_name
 from segments.records import SimpleRecord
-from tests.conftest import FAILURE_DEADLINE_S, ContendedLock, child_env, wait_until
+from tests.conftest import FAILURE_DEADLINE_S, ContendedLock, calm_disk, child_env, wait_until
 from tests.test_log_manager import BASE_PROPS, DELETE_DELAY, T0, read_all
 
 TP = TopicPartition("t", 0)
@@ -58,7 +58,7 @@ def make(dirs: tuple[Path, Path]) -> Iterator[Factory]:
         config = BrokerConfig.from_properties(
             {**BASE_PROPS, "log.dirs": ",".join(str(d) for d in dirs), **(props or {})}
         )
-        manager = LogManager(config, clock=clock, scheduler=ManualScheduler(clock))
+        manager = LogManager(config, clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk)
         made.append(manager)
         return manager
 
