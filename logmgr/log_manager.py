@@ -140,10 +140,12 @@ class CleanupReport:
 
     deletions: dict[TopicPartition, list[PlannedDeletion]] = field(default_factory=dict)
     rolled: list[TopicPartition] = field(default_factory=list)
+    future_deletions: dict[TopicPartition, list[PlannedDeletion]] = field(default_factory=dict)
+    """What retention deleted from the future logs of moves (Kafka's cleanupLogs cleans them too)."""
 
     @property
     def bytes_freed(self) -> int:
-        return sum(d.size for ds in self.deletions.values() for d in ds)
+        return sum(d.size for ds in (*self.deletions.values(), *self.future_deletions.values()) for d in ds)
 
     def add(self, tp: TopicPartition, deletions: Iterable[PlannedDeletion]) -> None:
         items = list(deletions)
@@ -930,7 +932,7 @@ class LogManager:
             self._manual_delete_runs = max(0, self._manual_delete_runs - 1)
         report = self._run_cleanup(self.log_dirs(), manual, window_forced or self.broker.delete_window_open(now))
         self.last_cleanup = report
-        if report.deletions:
+        if report.deletions or report.future_deletions:
             logger.info("cleanup scheduled %d bytes for deletion", report.bytes_freed)
         return report
 
@@ -991,6 +993,17 @@ class LogManager:
             report.add(tp, with_note(plan.deletions, "retention.ms", note) if note else plan.deletions)
             if plan.roll_first:
                 report.rolled.append(tp)
+        # Kafka's cleanupLogs runs deleteOldSegments on the future log of each non-compacted log it cleans (the
+        # cleaner thread, which handles compacted logs, never sees future logs): a move's copy keeps to the same
+        # retention, bounded by its high watermark, the current log's (LogMove sets it).
+        for tp, future in list(log_dir.future_logs.items()):
+            if future.config.compact:
+                continue
+            deletions = future.delete_old_segments(time_rule_allowed=time_rule_allowed).deletions
+            if deletions:
+                report.future_deletions.setdefault(tp, []).extend(
+                    with_note(deletions, "retention.ms", note) if note else deletions
+                )
 
     def _disk_pressure_plan(
         self, log_dir: LogDir, snapshots: Mapping[TopicPartition, LogSnapshot]
@@ -1190,6 +1203,9 @@ class LogManager:
         last_cleanup = None if cleanup is None else {
             str(tp): {"rolled": tp in cleanup.rolled, "deletions": [d.describe() for d in deletions]}
             for tp, deletions in sorted(cleanup.deletions.items(), key=lambda kv: str(kv[0]))
+        } | {
+            f"{tp} (future)": {"rolled": False, "deletions": [d.describe() for d in deletions]}
+            for tp, deletions in sorted(cleanup.future_deletions.items(), key=lambda kv: str(kv[0]))
         }
         moves = [
             {
