@@ -26,7 +26,6 @@ import pytest
 from click.testing import CliRunner
 
 from cli import cleanup_cmd
-
 from logmgr.clock import ManualClock
 from logmgr.config import BrokerConfig
 from logmgr.errors import ConfigError, LogDirFullError
