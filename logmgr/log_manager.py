@@ -845,24 +845,46 @@ class LogManager:
         on_event("swapped")
         return log
 
-    def _abort_move(self, move: LogMove) -> None:
+    def abort_move(self, topic: str, partition: int) -> Path | None:
+        """Cancel the move of ``topic-partition`` (Kafka's cancellation of an alter-log-dirs reassignment): a copy
+        under way stops at its next step, the future log is closed and renamed ``-delete`` (removed after
+        ``file.delete.delay.ms``, or at the next start) and the current log keeps serving. Returns the renamed
+        dir (None when its dir failed). Raises :class:`LogmgrError` when no move of the partition is pending or its
+        swap has begun. O(segments of the future log)."""
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            move = self._moves.get(tp)
+            if move is None:
+                raise LogmgrError(f"no move of {tp} is pending")
+            move.cancelled = True
+        # Waits for a running copy to stop (it checks `cancelled` at each step; a cancelled copy keeps its future).
+        with move.run_lock, self._lock:
+            if move.committed or move.done:
+                raise LogmgrError(f"the move of {tp} to {move.target} is already swapping in the future log")
+            return self._abort_move(move)
+
+    def _abort_move(self, move: LogMove) -> Path | None:
         """Undo a move before its swap: the future log is deleted, cleaning resumes. Under the manager's lock;
-        idempotent. O(segments of the future log)."""
+        idempotent. Returns the future's ``-delete`` dir (None when nothing was renamed). O(segments of the
+        future log)."""
         tp = move.topic_partition
         if self._moves.get(tp) is not move:
-            return
+            return None
         del self._moves[tp]
         target = self._dirs[move.target]
         target.future_logs.pop(tp, None)
         move.detach()
+        deleted: Path | None = None
         try:
-            self._deleted_dirs.append(_PendingDirDeletion(move.future.delete(), self.clock.time_ms()))
+            deleted = move.future.delete()
+            self._deleted_dirs.append(_PendingDirDeletion(deleted, self.clock.time_ms()))
         except KafkaStorageError as err:
             self._mark_dir_offline(target, err)
         self._write_recovery_points(target)
         self._write_log_start_offsets(target)
         self.cleaner.resume(tp)
         logger.info("move of %s to %s undone", tp, target.path)
+        return deleted
 
     def log_dirs(self) -> list[LogDir]:
         with self._lock:
