@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from cli.common import one_line_errors
 from cli.config_options import ConfigOptions, build_resolver, topic_config_options
 from cli.plan_output import echo_plan, run_plan
 from logmgr.config import BrokerConfig, load_server_properties
+from logmgr.log_manager import measure_disk_usage
 from logmgr.offline.cleanup import DiskUsage, plan_cleanup
 from logmgr.offline.plan import LogDirPlan
 from logmgr.offline.recovery import plan_recovery
@@ -66,7 +66,12 @@ def cleanup(
     as_json: bool,
 ) -> None:
     """Run the retention job (Kafka's cleanupLogs: log start offset, retention.bytes, retention.ms, and the
-    logmgr.disk.usage.* / logmgr.delete.when settings) once over LOGDIR.
+    logmgr.disk.* tiers / logmgr.delete.when settings) once over LOGDIR.
+
+    The disk tiers (RocketMQ's, on by default: 0.75, 0.85, 0.90; a ratio of 1.0 switches one off) read the
+    real usage of LOGDIR's file system: above logmgr.disk.max.used.ratio expired segments go even outside
+    logmgr.delete.when, above logmgr.disk.usage.clean.ratio the oldest go regardless of age. Each deletion's
+    reason names the tier that caused it.
 
     Topic configs come from the dir's KRaft metadata (__cluster_metadata), --config (server.properties), and
     --topic-config/--topic-configs; the plan names where each value came from, and warns about topics whose
@@ -96,10 +101,7 @@ def cleanup(
     recovery = plan_recovery(view) if recover_first else None
     if recovery is not None:
         view = recovery.view
-    usage = None
-    if broker.disk_usage_clean_ratio is not None:
-        measured = shutil.disk_usage(logdir)
-        usage = DiskUsage(measured.used, measured.total)
+    usage = DiskUsage(*measure_disk_usage(logdir)) if broker.disk_tiers_enabled else None
     plan = plan_cleanup(
         view, resolver.resolve, broker, now, disk_usage=usage, notes=resolver.metadata_warnings()
     )

@@ -25,6 +25,7 @@ from cli.dump_cmd import dump
 from cli.export_cmd import export
 from cli.flush_cmd import flush
 from cli.info_cmd import info
+from cli.move_log_cmd import move_log
 from cli.read_cmd import decode_limit_options, read
 from cli.recover_cmd import recover
 from cli.reindex_cmd import reindex
@@ -124,6 +125,7 @@ main.add_command(serve)
 main.add_command(export)
 main.add_command(configs)
 main.add_command(reindex)
+main.add_command(move_log)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ class JobTotals:
 def describe_result(result: object) -> str:
     """One log line's worth of what a job returned. O(partitions touched)."""
     if isinstance(result, CleanupReport):
-        segments = sum(len(ds) for ds in result.deletions.values())
+        segments = sum(len(ds) for ds in (*result.deletions.values(), *result.future_deletions.values()))
         rolled = f", rolled {len(result.rolled)} partition(s)" if result.rolled else ""
         return f"{segments} segment(s), {result.bytes_freed} B marked for deletion{rolled}"
     if isinstance(result, DeletionRun):

@@ -13,19 +13,25 @@ Topic configs are strict, as Kafka's topic validation is: a key that is not a su
 Broker files hold many settings unrelated to logs, so the broker loader ignores unknown keys, except keys in
 logmgr's own ``logmgr.`` namespace, where an unknown key is a typo.
 
-Beyond Kafka, :class:`BrokerConfig` carries RocketMQ-style space management settings (all off by default). The
-three disk tiers are RocketMQ's ``diskMaxUsedSpaceRatio`` (75 there), ``diskSpaceCleanForciblyRatio`` (0.85) and
-``diskSpaceWarningLevelRatio`` (0.90); when several are set they must not decrease in that order:
+Beyond Kafka, :class:`BrokerConfig` carries RocketMQ-style space management settings. The three disk tiers are
+RocketMQ's ``diskMaxUsedSpaceRatio`` (75 %), ``diskSpaceCleanForciblyRatio`` (0.85) and
+``diskSpaceWarningLevelRatio`` (0.90), with RocketMQ's defaults, so they are on in every LogManager that runs its jobs
+(and in ``logmgr cleanup``). Usage is RocketMQ's ``getDiskPartitionSpaceUsedPercent``: used over used plus available
+bytes of the dir's file system (blocks reserved for root count in neither). A tier is passed when usage is strictly
+above its ratio; a ratio of ``1.0`` can never be passed, which switches that tier off. The tiers below 1.0 must not
+decrease in this order (unlike RocketMQ, ratios are not clamped to its 10-95 %, 30-85 % and 35-90 % ranges: 1.0
+must stay reachable as "off"):
 
 ``logmgr.disk.max.used.ratio``
-    First tier: fraction of a log dir's file system (0 < r <= 1) above which ``retention.ms`` deletion runs even
-    outside ``logmgr.delete.when`` (RocketMQ's ``isSpaceToDelete``).
+    First tier (default 0.75): fraction of a log dir's file system (0 < r <= 1) above which ``retention.ms``
+    deletion runs even outside ``logmgr.delete.when`` (RocketMQ's ``isSpaceToDelete``).
 ``logmgr.disk.usage.clean.ratio``
-    Second tier: fraction above which the oldest eligible segments of that dir are deleted, ignoring
-    ``retention.ms`` (never the high-watermark bound), until usage falls below it.
+    Second tier (default 0.85): fraction above which the oldest eligible segments of that dir are deleted, ignoring
+    ``retention.ms`` (never the high-watermark bound), until usage falls below it (RocketMQ's ``cleanImmediately``).
 ``logmgr.disk.usage.warn.ratio``
-    Third tier: fraction above which the dir is marked full and appends to its logs are rejected until usage
-    falls.
+    Third tier (default 0.90): fraction above which the dir is marked full and appends to its logs are rejected
+    until usage falls back to it or below (RocketMQ's ``isSpaceFull`` / ``runningFlags.makeDiskFull``); the
+    second tier's cleaning runs too.
 ``logmgr.disk.check.interval.ms``
     Period of the disk-check job that measures each dir's real used space and acts on its tier (RocketMQ checks
     every 10 s), independently of ``log.retention.check.interval.ms``.
@@ -60,7 +66,7 @@ from typing import Any, Literal, TypeVar
 
 from checkpoints.meta_properties import JAVA_TRIMMED, logical_lines, split_entry
 from logmgr.errors import ConfigError
-from logmgr.retention import in_delete_window
+from logmgr.retention import DISK_TIER_OFF, in_delete_window
 from segments.java_numbers import INT32_MIN, INT64_MAX, check_java_int, parse_java_int
 
 ConfigValue = str | int | float | bool
@@ -513,14 +519,14 @@ class BrokerConfig:
     log_cleaner_backoff_ms: int = _config("log.cleaner.backoff.ms", "long", 15_000, at_least=0)
     """Pause of the ``kafka-log-cleaner`` job after a step that cleaned nothing (a step that cleaned a log is
     followed by the next at once, as Kafka's cleaner threads)."""
-    disk_max_used_ratio: float | None = _config("logmgr.disk.max.used.ratio", "ratio", None)
-    """Disk usage above which expired segments are deleted even outside the delete window (None: off)."""
+    disk_max_used_ratio: float = _config("logmgr.disk.max.used.ratio", "ratio", 0.75)
+    """Disk usage above which expired segments are deleted even outside the delete window (1.0: off)."""
     key_index_enable: bool = _config("logmgr.key.index.enable", "boolean", False, synonym="logmgr_key_index_enable")
     """Default of the topic config ``logmgr.key.index.enable``."""
-    disk_usage_clean_ratio: float | None = _config("logmgr.disk.usage.clean.ratio", "ratio", None)
-    """Disk usage above which a dir's oldest eligible segments are deleted regardless of age (None: off)."""
-    disk_usage_warn_ratio: float | None = _config("logmgr.disk.usage.warn.ratio", "ratio", None)
-    """Disk usage above which a dir is marked full and rejects appends (None: off)."""
+    disk_usage_clean_ratio: float = _config("logmgr.disk.usage.clean.ratio", "ratio", 0.85)
+    """Disk usage above which a dir's oldest eligible segments are deleted regardless of age (1.0: off)."""
+    disk_usage_warn_ratio: float = _config("logmgr.disk.usage.warn.ratio", "ratio", 0.90)
+    """Disk usage above which a dir is marked full and rejects appends (1.0: off)."""
     delete_when: frozenset[int] | None = _config("logmgr.delete.when", "hours", None)
     """Local hours (0-23) in which time-based deletion may run (None: any hour)."""
     delete_interval_ms: int = _config("logmgr.delete.interval.ms", "long", 0, at_least=0)
@@ -571,8 +577,9 @@ class BrokerConfig:
         """Raise :class:`ConfigError` unless every value has its Kafka type and range. O(1).
 
         Also checks that the topic defaults form a valid :class:`LogConfig` (errors name the broker key) and
-        that the disk tiers set (``logmgr.disk.max.used.ratio``, ``logmgr.disk.usage.clean.ratio``,
-        ``logmgr.disk.usage.warn.ratio``) do not decrease in that order: each tier must start before the next.
+        that the disk tiers switched on (``logmgr.disk.max.used.ratio``, ``logmgr.disk.usage.clean.ratio``,
+        ``logmgr.disk.usage.warn.ratio`` below 1.0) do not decrease in that order: each tier must start before the
+        next.
         Construction calls it, so a ``BrokerConfig`` that exists is valid.
         """
         specs = _BROKER_SPECS
@@ -581,7 +588,7 @@ class BrokerConfig:
         tiers = [
             (name, getattr(self, name))
             for name in ("disk_max_used_ratio", "disk_usage_clean_ratio", "disk_usage_warn_ratio")
-            if getattr(self, name) is not None
+            if getattr(self, name) < DISK_TIER_OFF
         ]
         for (lower, low), (upper, high) in itertools.pairwise(tiers):
             if low > high:
@@ -615,6 +622,17 @@ class BrokerConfig:
             return base.with_overrides(topic_props)
         except ConfigError as err:
             raise ConfigError(err.key, f"{err.message} (topic {topic!r})") from None
+
+    @property
+    def disk_tiers_enabled(self) -> bool:
+        """Whether any disk tier is on (a ratio below 1.0): only then is a dir's usage measured. O(1)."""
+        return min(self.disk_max_used_ratio, self.disk_usage_clean_ratio, self.disk_usage_warn_ratio) < DISK_TIER_OFF
+
+    def disk_tier(self, state: str) -> tuple[str, float]:
+        """The setting (key, ratio) of the disk tier ``state`` (``"expired"``, ``"clean"`` or ``"full"``) names. O(1)."""
+        name = {"expired": "disk_max_used_ratio", "clean": "disk_usage_clean_ratio", "full": "disk_usage_warn_ratio"}[state]
+        ratio: float = getattr(self, name)
+        return _BROKER_SPECS[name].key, ratio
 
     def delete_window_open(self, epoch_ms: int) -> bool:
         """Whether time-based deletion may run at ``epoch_ms``: its local hour is in ``logmgr.delete.when``. O(1).

@@ -57,13 +57,16 @@ from logmgr.log import Log, LogDirState
 from logmgr.log_loader import load_log
 from logmgr.log_move import COPY_CHUNK_BYTES, LogMove, LogMoveCancelledError, MoveEvent
 from logmgr.retention import (
+    DISK_TIER_OFF,
     DiskUsageState,
     LogSnapshot,
     PlannedDeletion,
+    disk_tier_note,
     disk_usage_state,
     plan_disk_pressure,
     plan_manual_cleanup,
     plans_by_log,
+    with_note,
 )
 from logmgr.scheduler import ApsScheduler, Scheduler
 from logmgr.segment_deleter import DeletionRun, SegmentDeleter, SegmentReaders
@@ -103,9 +106,12 @@ _METADATA_TOPIC = "__cluster_metadata"
 DiskUsage = Callable[[Path], tuple[int, int]]
 
 
-def _disk_usage(path: Path) -> tuple[int, int]:
+def measure_disk_usage(path: Path) -> tuple[int, int]:
+    """RocketMQ's ``UtilAll.getDiskPartitionSpaceUsedPercent`` as a fraction: the bytes used on ``path``'s file
+    system (total minus free) and the bytes it can hold for us (used plus available: blocks reserved for root
+    count as neither, as in ``df``). The default usage probe of :class:`LogManager` and ``logmgr cleanup``. O(1)."""
     usage = shutil.disk_usage(path)
-    return usage.used, usage.total
+    return usage.used, usage.used + usage.free
 
 
 @dataclass(slots=True)
@@ -126,6 +132,8 @@ class LogDir:
     removed_temporaries: list[str] = field(default_factory=list)
     disk_state: DiskUsageState = "ok"
     """The disk tier its last usage check found."""
+    disk_usage: tuple[int, int] | None = None
+    """Bytes used and usable its last usage check measured (None: never measured, every tier off)."""
 
 
 @dataclass(slots=True)
@@ -134,10 +142,12 @@ class CleanupReport:
 
     deletions: dict[TopicPartition, list[PlannedDeletion]] = field(default_factory=dict)
     rolled: list[TopicPartition] = field(default_factory=list)
+    future_deletions: dict[TopicPartition, list[PlannedDeletion]] = field(default_factory=dict)
+    """What retention deleted from the future logs of moves (Kafka's cleanupLogs cleans them too)."""
 
     @property
     def bytes_freed(self) -> int:
-        return sum(d.size for ds in self.deletions.values() for d in ds)
+        return sum(d.size for ds in (*self.deletions.values(), *self.future_deletions.values()) for d in ds)
 
     def add(self, tp: TopicPartition, deletions: Iterable[PlannedDeletion]) -> None:
         items = list(deletions)
@@ -165,7 +175,7 @@ class LogManager:
         topic_overrides: Mapping[str, Mapping[str, str]] | None = None,
         clock: Clock | None = None,
         scheduler: Scheduler | None = None,
-        disk_usage: DiskUsage = _disk_usage,
+        disk_usage: DiskUsage = measure_disk_usage,
         progress: Callable[[int, int, TopicPartition], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         broker_epoch: int | None = None,
@@ -527,7 +537,7 @@ class LogManager:
             delay_ms=broker.producer_id_expiration_check_interval_ms,
             period_ms=broker.producer_id_expiration_check_interval_ms,
         )
-        if self._disk_tiers_enabled():
+        if broker.disk_tiers_enabled:
             self.scheduler.schedule(
                 JOB_DISK_CHECK, self.check_disk_usage, delay_ms=delay, period_ms=broker.disk_check_interval_ms
             )
@@ -845,24 +855,46 @@ class LogManager:
         on_event("swapped")
         return log
 
-    def _abort_move(self, move: LogMove) -> None:
+    def abort_move(self, topic: str, partition: int) -> Path | None:
+        """Cancel the move of ``topic-partition`` (Kafka's cancellation of an alter-log-dirs reassignment): a copy
+        under way stops at its next step, the future log is closed and renamed ``-delete`` (removed after
+        ``file.delete.delay.ms``, or at the next start) and the current log keeps serving. Returns the renamed
+        dir (None when its dir failed). Raises :class:`LogmgrError` when no move of the partition is pending or its
+        swap has begun. O(segments of the future log)."""
+        tp = TopicPartition(topic, partition)
+        with self._lock:
+            move = self._moves.get(tp)
+            if move is None:
+                raise LogmgrError(f"no move of {tp} is pending")
+            move.cancelled = True
+        # Waits for a running copy to stop (it checks `cancelled` at each step; a cancelled copy keeps its future).
+        with move.run_lock, self._lock:
+            if move.committed or move.done:
+                raise LogmgrError(f"the move of {tp} to {move.target} is already swapping in the future log")
+            return self._abort_move(move)
+
+    def _abort_move(self, move: LogMove) -> Path | None:
         """Undo a move before its swap: the future log is deleted, cleaning resumes. Under the manager's lock;
-        idempotent. O(segments of the future log)."""
+        idempotent. Returns the future's ``-delete`` dir (None when nothing was renamed). O(segments of the
+        future log)."""
         tp = move.topic_partition
         if self._moves.get(tp) is not move:
-            return
+            return None
         del self._moves[tp]
         target = self._dirs[move.target]
         target.future_logs.pop(tp, None)
         move.detach()
+        deleted: Path | None = None
         try:
-            self._deleted_dirs.append(_PendingDirDeletion(move.future.delete(), self.clock.time_ms()))
+            deleted = move.future.delete()
+            self._deleted_dirs.append(_PendingDirDeletion(deleted, self.clock.time_ms()))
         except KafkaStorageError as err:
             self._mark_dir_offline(target, err)
         self._write_recovery_points(target)
         self._write_log_start_offsets(target)
         self.cleaner.resume(tp)
         logger.info("move of %s to %s undone", tp, target.path)
+        return deleted
 
     def log_dirs(self) -> list[LogDir]:
         with self._lock:
@@ -932,7 +964,7 @@ class LogManager:
             self._manual_delete_runs = max(0, self._manual_delete_runs - 1)
         report = self._run_cleanup(self.log_dirs(), manual, window_forced or self.broker.delete_window_open(now))
         self.last_cleanup = report
-        if report.deletions:
+        if report.deletions or report.future_deletions:
             logger.info("cleanup scheduled %d bytes for deletion", report.bytes_freed)
         return report
 
@@ -985,24 +1017,31 @@ class LogManager:
             self._apply(logs, snapshots, plan_manual_cleanup(snapshots, manual), report)
         # RocketMQ's first tier: above diskMaxUsedSpaceRatio expired segments go whatever the hour.
         time_rule_allowed = window_open or state != "ok"
+        note = ""
+        if not window_open and state != "ok" and log_dir.disk_usage is not None:
+            note = disk_tier_note(*log_dir.disk_usage, *self.broker.disk_tier(state))
         for tp, log in retained.items():
             plan = log.delete_old_segments(time_rule_allowed=time_rule_allowed)
-            report.add(tp, plan.deletions)
+            report.add(tp, with_note(plan.deletions, "retention.ms", note) if note else plan.deletions)
             if plan.roll_first:
                 report.rolled.append(tp)
-
-    def _disk_tiers_enabled(self) -> bool:
-        broker = self.broker
-        return any(
-            ratio is not None
-            for ratio in (broker.disk_max_used_ratio, broker.disk_usage_clean_ratio, broker.disk_usage_warn_ratio)
-        )
+        # Kafka's cleanupLogs runs deleteOldSegments on the future log of each non-compacted log it cleans (the
+        # cleaner thread, which handles compacted logs, never sees future logs): a move's copy keeps to the same
+        # retention, bounded by its high watermark, the current log's (LogMove sets it).
+        for tp, future in list(log_dir.future_logs.items()):
+            if future.config.compact:
+                continue
+            deletions = future.delete_old_segments(time_rule_allowed=time_rule_allowed).deletions
+            if deletions:
+                report.future_deletions.setdefault(tp, []).extend(
+                    with_note(deletions, "retention.ms", note) if note else deletions
+                )
 
     def _disk_pressure_plan(
         self, log_dir: LogDir, snapshots: Mapping[TopicPartition, LogSnapshot]
     ) -> list[tuple[TopicPartition, PlannedDeletion]]:
         ratio = self.broker.disk_usage_clean_ratio
-        if ratio is None or not snapshots:
+        if ratio >= DISK_TIER_OFF or not snapshots:
             return []
         used, total = self._disk_usage(log_dir.path)
         # The tier is the file system's real usage (_measure_disk), but how much more to delete discounts the
@@ -1028,8 +1067,9 @@ class LogManager:
         is unlinked, as the disk sees it); marks the dir full above the third tier. O(1)."""
         broker = self.broker
         state: DiskUsageState = "ok"
-        if self._disk_tiers_enabled():
+        if broker.disk_tiers_enabled:
             used, total = self._disk_usage(log_dir.path)
+            log_dir.disk_usage = (used, total)
             state = disk_usage_state(
                 used, total, broker.disk_usage_clean_ratio, broker.disk_usage_warn_ratio, broker.disk_max_used_ratio
             )
@@ -1195,6 +1235,9 @@ class LogManager:
         last_cleanup = None if cleanup is None else {
             str(tp): {"rolled": tp in cleanup.rolled, "deletions": [d.describe() for d in deletions]}
             for tp, deletions in sorted(cleanup.deletions.items(), key=lambda kv: str(kv[0]))
+        } | {
+            f"{tp} (future)": {"rolled": False, "deletions": [d.describe() for d in deletions]}
+            for tp, deletions in sorted(cleanup.future_deletions.items(), key=lambda kv: str(kv[0]))
         }
         moves = [
             {

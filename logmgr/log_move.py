@@ -63,6 +63,9 @@ class LogMove:
         self.done = False
         self.failure: BaseException | None = None
         current.truncation_observer = self._current_truncated
+        # Kafka's fetcher gives the future log the current's high watermark (updateHighWatermark, clamped to the
+        # future's end): retention of the future log (LogManager.cleanup_logs) never passes it.
+        future.set_high_watermark_provider(lambda: current.high_watermark)
 
     @property
     def topic_partition(self) -> TopicPartition:

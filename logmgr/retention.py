@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 DeletionReason = Literal["log-start-offset", "retention.bytes", "retention.ms", "disk-usage", "manual"]
 DiskUsageState = Literal["ok", "expired", "clean", "full"]
+DISK_TIER_OFF = 1.0
+"""A disk-tier ratio usage can never pass (it is never above the whole file system): the tier is off."""
 
 K = TypeVar("K")
 
@@ -424,29 +426,44 @@ def _checked_total(total_bytes: int) -> None:
 def disk_usage_state(
     used_bytes: int,
     total_bytes: int,
-    clean_ratio: float | None,
-    warn_ratio: float | None,
-    max_used_ratio: float | None = None,
+    clean_ratio: float,
+    warn_ratio: float,
+    max_used_ratio: float = DISK_TIER_OFF,
 ) -> DiskUsageState:
     """The tier of a log dir's file system, RocketMQ's three disk tiers (``CleanCommitLogService``). O(1).
 
     ``"full"`` above ``warn_ratio`` (``diskSpaceWarningLevelRatio``: the dir rejects appends), else ``"clean"``
     above ``clean_ratio`` (``diskSpaceCleanForciblyRatio``: delete the oldest eligible segments regardless of age),
     else ``"expired"`` above ``max_used_ratio`` (``diskMaxUsedSpaceRatio``: delete expired segments even outside
-    the delete window), else ``"ok"``; a ``None`` ratio is a tier switched off. Each tier implies the work of the
-    ones below it. The ratios come validated from :class:`~logmgr.config.BrokerConfig` (``0 < r <= 1``, not
-    decreasing in tier order). Raises ``ValueError`` for ``total_bytes <= 0``.
+    the delete window), else ``"ok"``; "above" is strict, as RocketMQ's ``physicRatio > ratio``, and a ratio of
+    :data:`DISK_TIER_OFF` (1.0) is a tier switched off. Each tier implies the work of the ones below it. The
+    ratios come validated from :class:`~logmgr.config.BrokerConfig` (``0 < r <= 1``, the tiers on not decreasing
+    in tier order). Raises ``ValueError`` for ``total_bytes <= 0``.
     """
     _checked_total(total_bytes)
-    tiers: tuple[tuple[DiskUsageState, float | None], ...] = (
+    tiers: tuple[tuple[DiskUsageState, float], ...] = (
         ("full", warn_ratio),
         ("clean", clean_ratio),
         ("expired", max_used_ratio),
     )
     for state, ratio in tiers:
-        if ratio is not None and used_bytes > ratio * total_bytes:
+        if ratio < DISK_TIER_OFF and used_bytes > ratio * total_bytes:
             return state
     return "ok"
+
+
+def disk_tier_note(used_bytes: int, total_bytes: int, key: str, ratio: float) -> str:
+    """What a ``retention.ms`` deletion outside ``logmgr.delete.when`` adds to its reason: the disk tier (its
+    setting ``key`` and ``ratio``) that let the time rule run (RocketMQ's ``isSpaceToDelete``). O(1)."""
+    return f"; outside logmgr.delete.when, allowed by the disk tier {key} {ratio:.1%}: usage {_usage(used_bytes, total_bytes)}"
+
+
+def with_note(deletions: Iterable[PlannedDeletion], reason: DeletionReason, note: str) -> list[PlannedDeletion]:
+    """``deletions`` with ``note`` appended to the detail of those for ``reason``. O(len(deletions))."""
+    return [
+        PlannedDeletion(d.base_offset, d.size, d.reason, d.detail + note) if d.reason == reason else d
+        for d in deletions
+    ]
 
 
 def _oldest_first(logs: Mapping[K, LogSnapshot]) -> Iterator[tuple[K, SegmentInfo]]:
@@ -495,7 +512,8 @@ def plan_disk_pressure(
         before = projected
         projected -= segment.size
         detail = (
-            f"disk usage {_usage(before, total_bytes)} > clean ratio {clean_ratio:.1%}; oldest eligible segment "
+            f"second disk tier: usage {_usage(before, total_bytes)} > logmgr.disk.usage.clean.ratio "
+            f"{clean_ratio:.1%}; oldest eligible segment "
             f"of the dir (largest timestamp {_format_timestamp(segment.largest_timestamp)}); "
             f"projected usage after it {_usage(projected, total_bytes)}"
         )

@@ -38,6 +38,21 @@ def child_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), inherited])), **extra}
 
 
+def calm_disk(path: Path) -> tuple[int, int]:
+    """A LogManager usage probe (``disk_usage=``) that finds every dir's file system 1 GiB used of 1 TiB, below
+    every disk tier and with room for any test's data: the disk tiers are on by default (RocketMQ's
+    0.75/0.85/0.90), and a test that runs a manager's jobs must not depend on how full the host's disk is."""
+    return 1 << 30, 1 << 40
+
+
+@pytest.fixture(autouse=True)
+def _calm_disk_for_cli_cleanup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``logmgr cleanup`` and ``move-log`` measure a dir's usage (disk tiers, room): run in-process by a test, they get
+    :func:`calm_disk` (a test that means a disk tier to act replaces it again), never the host's usage."""
+    monkeypatch.setattr("cli.cleanup_cmd.measure_disk_usage", calm_disk)
+    monkeypatch.setattr("cli.move_log_cmd.measure_disk_usage", calm_disk)
+
+
 FAILURE_DEADLINE_S = 60.0
 """How long :func:`wait_until` polls: reached only when the awaited condition never comes (the test fails), so it
 is generous enough for a loaded machine and says nothing about speed."""

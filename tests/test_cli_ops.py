@@ -551,6 +551,10 @@ def test_serve_runs_jobs_serves_status_and_stops_cleanly_on_sigterm(tmp_path: Pa
         "log.flush.offset.checkpoint.interval.ms=100\n"
         "log.flush.start.offset.checkpoint.interval.ms=100\n"
         "log.segment.delete.delay.ms=100\n"
+        # The disk tiers off: what the jobs delete must not depend on how full the host's disk is.
+        "logmgr.disk.max.used.ratio=1.0\n"
+        "logmgr.disk.usage.clean.ratio=1.0\n"
+        "logmgr.disk.usage.warn.ratio=1.0\n"
     )
     process = subprocess.Popen(
         # The metadata says docker-connect-configs is compacted: the flag makes it a retention topic to delete from.

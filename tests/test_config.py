@@ -92,8 +92,10 @@ BROKER_ONLY_DEFAULTS = {
     "log_cleaner_io_buffer_load_factor": 0.9,
     "log_cleaner_io_max_bytes_per_second": 1.7976931348623157e308,
     "log_cleaner_backoff_ms": 15000,
-    "disk_usage_clean_ratio": None,
-    "disk_usage_warn_ratio": None,
+    # RocketMQ's seed defaults (diskMaxUsedSpaceRatio 75, diskSpaceCleanForciblyRatio 0.85, WarningLevel 0.90).
+    "disk_max_used_ratio": 0.75,
+    "disk_usage_clean_ratio": 0.85,
+    "disk_usage_warn_ratio": 0.90,
     "delete_when": None,
     "delete_interval_ms": 0,
     "delete_force_after_ms": 120000,
@@ -642,9 +644,9 @@ def test_load_reads_latin1_and_crlf(tmp_path: Path) -> None:
         ("log.dirs=/a,\\\n /a\nx=y\n", "log.dirs", 1),
         ("logmgr.deletewhen=04\n", "logmgr.deletewhen", 1),
         (
-            "logmgr.disk.usage.warn.ratio=0.5\n\nlogmgr.disk.usage.clean.ratio=0.6\n",
+            "logmgr.disk.max.used.ratio=0.5\nlogmgr.disk.usage.warn.ratio=0.5\n\nlogmgr.disk.usage.clean.ratio=0.6\n",
             "logmgr.disk.usage.clean.ratio",
-            3,
+            4,
         ),
     ],
 )

@@ -14,18 +14,22 @@ on a real 4 MiB tmpfs.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from cli import cleanup_cmd
 from logmgr.clock import ManualClock
 from logmgr.config import BrokerConfig
 from logmgr.errors import ConfigError, LogDirFullError
-from logmgr.log_manager import JOB_DISK_CHECK, MANUAL_DELETE_RUNS, LogManager
+from logmgr.log_manager import JOB_DISK_CHECK, MANUAL_DELETE_RUNS, LogManager, measure_disk_usage
 from logmgr.retention import disk_usage_state
 from logmgr.scheduler import ManualScheduler
 from segments.naming import TopicPartition
@@ -51,6 +55,7 @@ TIERS = {
     "logmgr.disk.usage.clean.ratio": "0.8",
     "logmgr.disk.usage.warn.ratio": "0.9",
 }
+TIERS_OFF = {key: "1.0" for key in TIERS}
 
 
 def closed_window() -> dict[str, str]:
@@ -69,8 +74,28 @@ def test_disk_usage_state_has_rocketmqs_three_tiers(used: int, state: str) -> No
 
 
 def test_a_switched_off_tier_is_skipped() -> None:
-    assert disk_usage_state(95, 100, None, None, 0.5) == "expired"
-    assert disk_usage_state(95, 100, 0.8, None, None) == "clean"
+    assert disk_usage_state(95, 100, 1.0, 1.0, 0.5) == "expired"
+    assert disk_usage_state(95, 100, 0.8, 1.0, 1.0) == "clean"
+    # Off means off even when a probe reports more than the whole file system.
+    assert disk_usage_state(150, 100, 1.0, 1.0, 1.0) == "ok"
+
+
+def test_the_tiers_default_to_rocketmqs_seed_values_and_one_switches_a_tier_off() -> None:
+    broker = BrokerConfig()
+    assert (broker.disk_max_used_ratio, broker.disk_usage_clean_ratio, broker.disk_usage_warn_ratio) == (
+        0.75,
+        0.85,
+        0.90,
+    )
+    assert broker.disk_tiers_enabled
+    # A tier at 1.0 takes no part in the ordering: the first tier can be switched off below the others.
+    middle_off = BrokerConfig.from_properties({"logmgr.disk.usage.clean.ratio": "1.0"})
+    assert middle_off.disk_usage_clean_ratio == 1.0 and middle_off.disk_usage_warn_ratio == 0.9
+    all_off = BrokerConfig.from_properties({f"logmgr.disk.{k}.ratio": "1" for k in ("max.used", "usage.clean", "usage.warn")})
+    assert not all_off.disk_tiers_enabled
+    # Setting a tier below a default one above it is refused, naming both settings.
+    with pytest.raises(ConfigError, match=r"^logmgr\.disk\.max\.used\.ratio: .*greater than logmgr\.disk\.usage\.clean"):
+        BrokerConfig.from_properties({"logmgr.disk.usage.clean.ratio": "0.5"})
 
 
 def test_tier_ratios_must_not_decrease() -> None:
@@ -84,7 +109,9 @@ def test_tier_ratios_must_not_decrease() -> None:
     with pytest.raises(ConfigError, match=r"^logmgr\.disk\.max\.used\.ratio: .*greater than"):
         BrokerConfig.from_properties({**TIERS, "logmgr.disk.max.used.ratio": "0.85"})
     with pytest.raises(ConfigError, match=r"^logmgr\.disk\.max\.used\.ratio: .*greater than.*warn"):
-        BrokerConfig.from_properties({"logmgr.disk.max.used.ratio": "0.95", "logmgr.disk.usage.warn.ratio": "0.9"})
+        BrokerConfig.from_properties(
+            {"logmgr.disk.max.used.ratio": "0.95", "logmgr.disk.usage.clean.ratio": "1", "logmgr.disk.usage.warn.ratio": "0.9"}
+        )
     with pytest.raises(ConfigError, match=r"^logmgr\.disk\.check\.interval\.ms"):
         BrokerConfig.from_properties({"logmgr.disk.check.interval.ms": "0"})
 
@@ -103,6 +130,8 @@ def test_first_tier_deletes_expired_segments_outside_the_delete_window(make: Fac
     disk.other = 5_000
     report = m.cleanup_logs()
     assert {d.reason for d in report.deletions[TP]} == {"retention.ms"}
+    # Each deletion names the tier that let the time rule run outside the window.
+    assert all("allowed by the disk tier logmgr.disk.max.used.ratio 50.0%" in d.detail for d in report.deletions[TP])
     assert log.segments.base_offsets() == [20]
     assert m.status()["dirs"][0]["diskTier"] == "expired"
 
@@ -169,11 +198,20 @@ def test_the_disk_check_cleans_only_the_dirs_above_a_tier(make: Factory, tmp_pat
     assert calm.segments.base_offsets() == [0, 5, 10, 15]
 
 
-def test_the_disk_check_job_is_not_scheduled_without_tiers(make: Factory) -> None:
-    m = make()
-    m.startup()
-    assert JOB_DISK_CHECK not in m.scheduler.jobs()
-    assert m.check_disk_usage() == {m.log_dirs()[0].path: "ok"}
+def test_the_default_tiers_run_and_every_tier_at_one_switches_the_check_off(make: Factory, tmp_path: Path) -> None:
+    # RocketMQ's defaults with no setting: the job is scheduled and the dir at 91 % is full.
+    on = make([tmp_path / "on"], disk_usage=Disk(total=10_000, other=9_100))
+    on.startup()
+    assert JOB_DISK_CHECK in on.scheduler.jobs()
+    assert on.check_disk_usage() == {on.log_dirs()[0].path: "full"}
+    probe = Disk(total=10_000, other=9_900)
+    off = make([tmp_path / "off"], TIERS_OFF, disk_usage=probe)
+    off.startup()
+    assert JOB_DISK_CHECK not in off.scheduler.jobs()
+    assert off.check_disk_usage() == {off.log_dirs()[0].path: "ok"}
+    fill(off.get_or_create_log("t", 0), 20, ts=T0 - 30 * 24 * HOUR)
+    off.cleanup_logs()
+    assert probe.calls == 0
 
 
 def test_pending_deletions_do_not_count_as_freed_until_unlinked(make: Factory) -> None:
@@ -300,3 +338,72 @@ def test_tiers_on_a_real_small_file_system(small_fs: Path) -> None:
         log.append_records([SimpleRecord(value, b"k", T0)])
     finally:
         manager.shutdown()
+
+
+def test_measured_usage_is_rocketmqs_used_over_used_plus_available(small_fs: Path) -> None:
+    # RocketMQ's getDiskPartitionSpaceUsedPercent: (total - free) / ((total - free) + usable), as df's Use%.
+    (small_fs / "filler").write_bytes(b"\0" * (FS_BYTES // 3))
+    stat = os.statvfs(small_fs)
+    used = (stat.f_blocks - stat.f_bfree) * stat.f_frsize
+    assert measure_disk_usage(small_fs) == (used, used + stat.f_bavail * stat.f_frsize)
+
+
+# -- logmgr cleanup (offline) --------------------------------------------------------------------------------------
+
+
+def _dir_with_expired_segments(make: Factory, tmp_path: Path) -> Path:
+    logdir = tmp_path / "d1"
+    m = make([logdir], {"log.retention.ms": str(MINUTE)})
+    m.startup()
+    log = m.get_or_create_log("t", 0)
+    fill(log, 20, ts=T0 - HOUR)
+    log.high_watermark = log.log_end_offset
+    m.shutdown()
+    return logdir
+
+
+def _cleanup_plan(logdir: Path, monkeypatch: pytest.MonkeyPatch, used: int, *flags: str) -> dict[str, Any]:
+    monkeypatch.setattr(cleanup_cmd, "measure_disk_usage", lambda path: (used, 1000))
+    result = CliRunner().invoke(cleanup_cmd.cleanup, [str(logdir), "--dry-run", "--json", *flags])
+    assert result.exit_code == 0, result.output
+    plan: dict[str, Any] = json.loads(result.output)
+    return plan
+
+
+def _deletions(plan: dict[str, Any]) -> list[str]:
+    return [a["reason"] for p in plan["partitions"] for a in p["actions"] if a["action"] == "delete"]
+
+
+def test_offline_cleanup_applies_the_default_tiers_and_names_them(
+    make: Factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logdir = _dir_with_expired_segments(make, tmp_path)
+    config = tmp_path / "server.properties"
+    config.write_text(f"log.retention.ms={HOUR // 2}\nlogmgr.delete.when={closed_window()['logmgr.delete.when']}\n")
+    # Below every tier the closed window keeps the expired segments.
+    calm = _cleanup_plan(logdir, monkeypatch, 700, "--config", str(config))
+    assert _deletions(calm) == []
+    assert any("below every disk tier" in note for note in calm["notes"])
+    # First tier (RocketMQ's default 75 %): expired segments go, each naming the tier.
+    first = _cleanup_plan(logdir, monkeypatch, 760, "--config", str(config))
+    reasons = _deletions(first)
+    assert len(reasons) == 4 and all(
+        r.startswith("retention.ms: ") and "allowed by the disk tier logmgr.disk.max.used.ratio 75.0%" in r
+        for r in reasons
+    )
+    assert any("above logmgr.disk.max.used.ratio 75%" in note for note in first["notes"])
+    # Second tier (85 %): the oldest go first whatever their age, naming the tier, until usage is below it.
+    second = _cleanup_plan(logdir, monkeypatch, 860, "--config", str(config), "--retention-ms", "-1")
+    (reason,) = _deletions(second)
+    assert reason.startswith("disk-usage: second disk tier: usage 86.0% (860/1000 B) > logmgr.disk.usage.clean.ratio 85.0%")
+    # Third tier (90 %): what a broker would do is noted.
+    third = _cleanup_plan(logdir, monkeypatch, 950, "--config", str(config), "--retention-ms", "-1")
+    assert any("above logmgr.disk.usage.warn.ratio 90%: a broker marks the dir full" in n for n in third["notes"])
+    assert len(_deletions(third)) == 1  # one 405 B segment takes 95 % down to 54.5 %
+    # Every tier at 1.0: usage is not even measured.
+    off = tmp_path / "off.properties"
+    off.write_text(config.read_text() + "".join(f"{key}=1.0\n" for key in TIERS))
+    monkeypatch.setattr(cleanup_cmd, "measure_disk_usage", None)
+    result = CliRunner().invoke(cleanup_cmd.cleanup, [str(logdir), "--dry-run", "--json", "--config", str(off)])
+    assert result.exit_code == 0, result.output
+    assert _deletions(json.loads(result.output)) == []

@@ -23,6 +23,7 @@ from logmgr.scheduler import ManualScheduler
 from segments.log_segment import LogSegment
 from segments.naming import TopicPartition, log_file
 from segments.records import ControlRecordType, SimpleRecord
+from tests.conftest import calm_disk
 
 T0 = 1_700_000_000_000
 SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
@@ -106,7 +107,7 @@ def manager_for(log_dir: Path, clock: ManualClock) -> LogManager:
     broker = BrokerConfig.from_properties(
         {"log.dirs": str(log_dir), "log.segment.bytes": "600", "log.index.interval.bytes": "100"}
     )
-    return LogManager(broker, clock=clock, scheduler=ManualScheduler(clock))
+    return LogManager(broker, clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk)
 
 
 def backdate_segment_files(log_dir: Path) -> None:

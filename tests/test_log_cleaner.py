@@ -41,7 +41,14 @@ from segments.compression import CompressionType
 from segments.naming import TopicPartition
 from segments.records import ControlRecordType, DefaultRecordBatch, SimpleRecord, build_batch
 from tests import test_disk_tiers
-from tests.conftest import CLIENTS_GENERATED, FAILURE_DEADLINE_S, KAFKA_REAL, ContendedLock, require_fixtures
+from tests.conftest import (
+    CLIENTS_GENERATED,
+    FAILURE_DEADLINE_S,
+    KAFKA_REAL,
+    ContendedLock,
+    calm_disk,
+    require_fixtures,
+)
 from tests.test_log_cleaner_model import read_batches, read_committed_records
 
 T0 = 1_700_000_000_000
@@ -778,7 +785,7 @@ def test_bug_the_cleaner_job_waited_log_cleaner_backoff_ms_between_partial_passe
     )
     scheduler = ManualScheduler(clock)
     compacted = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
-    manager = LogManager(broker, clock=clock, scheduler=scheduler, topic_overrides={"c": compacted})
+    manager = LogManager(broker, clock=clock, scheduler=scheduler, topic_overrides={"c": compacted}, disk_usage=calm_disk)
     manager.startup()
     checkpoints = CleanerCheckpoints(tmp_path / "d")
     try:

@@ -52,7 +52,7 @@ from segments.errors import InvalidTopicError
 from segments.file_records import FileRecords
 from segments.naming import TopicPartition, delete_dir_name, log_file, producer_snapshot_file
 from segments.records import SimpleRecord
-from tests.conftest import FAILURE_DEADLINE_S, KAFKA_REAL, require_fixtures, wait_until
+from tests.conftest import FAILURE_DEADLINE_S, KAFKA_REAL, calm_disk, require_fixtures, wait_until
 
 T0 = 1_700_000_000_000
 MINUTE = 60_000
@@ -94,6 +94,7 @@ def make(tmp_path: Path) -> Iterator[Factory]:
             {**BASE_PROPS, "log.dirs": ",".join(str(d) for d in dirs), **(props or {})}
         )
         kwargs.setdefault("scheduler", ManualScheduler(clock))
+        kwargs.setdefault("disk_usage", calm_disk)
         manager = LogManager(config, clock=clock, **kwargs)
         made.append(manager)
         return manager
@@ -765,7 +766,7 @@ def _interleaved(m: LogManager, count: int = 20) -> tuple[Log, Log]:
 
 def test_disk_usage_above_the_clean_ratio_deletes_the_oldest_segments_of_the_dir(make: Factory) -> None:
     disk = Disk(total=5000)
-    m = make(props={"logmgr.disk.usage.clean.ratio": "0.5"}, disk_usage=disk)
+    m = make(props={"logmgr.disk.max.used.ratio": "0.5", "logmgr.disk.usage.clean.ratio": "0.5"}, disk_usage=disk)
     m.startup()
     a, b = _interleaved(m)
     assert disk(a.dir.parent)[0] == 2 * 4 * 405
@@ -786,7 +787,7 @@ def test_disk_usage_above_the_clean_ratio_deletes_the_oldest_segments_of_the_dir
 
 
 def test_disk_pressure_never_deletes_past_the_high_watermark(make: Factory) -> None:
-    m = make(props={"logmgr.disk.usage.clean.ratio": "0.5"}, disk_usage=Disk(total=5000))
+    m = make(props={"logmgr.disk.max.used.ratio": "0.5", "logmgr.disk.usage.clean.ratio": "0.5"}, disk_usage=Disk(total=5000))
     m.startup()
     _, b = _interleaved(m)
     b.high_watermark = 3
@@ -816,7 +817,7 @@ def test_disk_usage_above_the_warn_ratio_refuses_appends_until_it_drops(make: Fa
 
 def test_bug_warn_ratio_without_clean_ratio_never_marked_the_dir_full(make: Factory) -> None:
     disk = Disk(total=10_000, other=9_500)
-    m = make(props={"logmgr.disk.usage.warn.ratio": "0.9"}, disk_usage=disk)
+    m = make(props={"logmgr.disk.usage.clean.ratio": "1.0", "logmgr.disk.usage.warn.ratio": "0.9"}, disk_usage=disk)
     m.startup()
     log = m.get_or_create_log("t", 0)
     m.run_job_now(JOB_RETENTION)

@@ -34,7 +34,7 @@ from logmgr.log_move import LogMoveCancelledError
 from logmgr.scheduler import ManualScheduler
 from segments.naming import TopicPartition, offset_from_file_name
 from segments.records import SimpleRecord
-from tests.conftest import FAILURE_DEADLINE_S, ContendedLock, child_env, wait_until
+from tests.conftest import FAILURE_DEADLINE_S, ContendedLock, calm_disk, child_env, wait_until
 from tests.test_log_manager import BASE_PROPS, DELETE_DELAY, T0, read_all
 
 TP = TopicPartition("t", 0)
@@ -58,7 +58,7 @@ def make(dirs: tuple[Path, Path]) -> Iterator[Factory]:
         config = BrokerConfig.from_properties(
             {**BASE_PROPS, "log.dirs": ",".join(str(d) for d in dirs), **(props or {})}
         )
-        manager = LogManager(config, clock=clock, scheduler=ManualScheduler(clock))
+        manager = LogManager(config, clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk)
         made.append(manager)
         return manager
 
@@ -333,6 +333,44 @@ def test_a_future_ahead_of_its_current_after_a_crash_is_cut_back(make: Factory, 
     append(current, 4, b"n")
     moved = m.move_log("t", 0, dirs[1])
     assert values(moved) == expected(range(cut)) + expected(range(cut, cut + 4), b"n")
+
+
+def test_retention_cleans_future_logs_as_kafkas_cleanup_logs_within_the_currents_high_watermark(
+    make: Factory, dirs: tuple[Path, Path]
+) -> None:
+    # Kafka's LogManager.cleanupLogs runs deleteOldSegments on the future log of every non-compacted log it
+    # cleans; the future's high watermark is the current's (ReplicaAlterLogDirsThread's updateHighWatermark).
+    stop_mid_copy(make, dirs, 25, steps=8)
+    m = make({"log.retention.ms": "60000"})
+    m.startup()
+    (move,) = m.future_logs()
+    current = m.get_log(TP)
+    assert current is not None and move.future.segments.base_offsets()[:3] == [0, 5, 10]
+    current.high_watermark = 10
+    assert move.future.high_watermark == 10
+    clock = m.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(3_600_000)
+    report = m.cleanup_logs()
+    assert [d.base_offset for d in report.deletions[TP]] == [0, 5]
+    assert [(d.base_offset, d.reason) for d in report.future_deletions[TP]] == [(0, "retention.ms"), (5, "retention.ms")]
+    assert move.future.log_start_offset == 10 and "t-0 (future)" in m.status()["lastCleanup"]
+    # The move still completes with every retained record.
+    current.high_watermark = 25
+    moved = m.move_log("t", 0, dirs[1])
+    assert values(moved) == expected(range(10, 25))
+
+
+def test_future_logs_of_compacted_logs_are_left_to_the_move(make: Factory, dirs: tuple[Path, Path]) -> None:
+    stop_mid_copy(make, dirs, 25, steps=8)
+    m = make({"log.retention.ms": "60000", "log.cleanup.policy": "compact,delete"})
+    m.startup()
+    (move,) = m.future_logs()
+    clock = m.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(3_600_000)
+    report = m.cleanup_logs()
+    assert report.future_deletions == {} and move.future.log_start_offset == 0
 
 
 def test_info_shows_future_logs_and_their_lag(make: Factory, dirs: tuple[Path, Path]) -> None:

@@ -22,7 +22,7 @@ from logmgr.dir_lock import LogDirLock
 from logmgr.errors import PlanError, PlanStaleError
 from logmgr.log import Isolation
 from logmgr.log_manager import LogManager
-from logmgr.offline.cleanup import plan_cleanup
+from logmgr.offline.cleanup import DiskUsage, plan_cleanup
 from logmgr.offline.flush import plan_flush
 from logmgr.offline.plan import DERIVED, LogDirPlan, apply_plan, read_tree
 from logmgr.offline.recovery import plan_recovery
@@ -33,6 +33,10 @@ from logmgr.topic_configs import ConfigSource, TopicConfigResolver, TopicConfigS
 from segments.errors import StorageFormatError
 from segments.naming import TopicPartition
 from segments.records import SimpleRecord
+from tests.conftest import calm_disk
+
+CALM_USAGE = DiskUsage(*calm_disk(Path()))
+"""The offline plans' view of the disk: below every disk tier, as the managers' probe."""
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
@@ -56,7 +60,7 @@ def _build_dir(root: Path, draw: st.DrawFn) -> dict[TopicPartition, list[tuple[i
         "log.index.size.max.bytes": "4096",
         "log.initial.task.delay.ms": str(10**12),
     }
-    manager = LogManager(BrokerConfig.from_properties(props), clock=clock, scheduler=ManualScheduler(clock))
+    manager = LogManager(BrokerConfig.from_properties(props), clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk)
     manager.startup()
     written: dict[TopicPartition, list[tuple[int, bytes]]] = {}
     watermarks: dict[TopicPartition, int] = {}
@@ -114,7 +118,7 @@ def test_cleanup_real_run_leaves_exactly_the_predicted_tree(data: st.DataObject)
         resolver = _resolver(data.draw)
         now = T0 + data.draw(st.integers(0, 400 * HOUR))
         before = read_tree(root)
-        plan = plan_cleanup(scan_log_dir(root), resolver.resolve, resolver.broker(), now)
+        plan = plan_cleanup(scan_log_dir(root), resolver.resolve, resolver.broker(), now, disk_usage=CALM_USAGE)
         assert read_tree(root) == before, "planning wrote"
         predicted = plan.predict(before)
         _apply(plan)
@@ -124,7 +128,7 @@ def test_cleanup_real_run_leaves_exactly_the_predicted_tree(data: st.DataObject)
         starts = _planned_starts(plan)
         clock = ManualClock(now)
         broker = BrokerConfig.from_properties({"log.dirs": str(root), "log.initial.task.delay.ms": str(10**12)})
-        with LogManager(broker, clock=clock, scheduler=ManualScheduler(clock)) as manager:
+        with LogManager(broker, clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk) as manager:
             for log in manager.all_logs():
                 tp = log.topic_partition
                 if tp in starts:
@@ -191,7 +195,7 @@ def test_bug_cleanup_of_a_dir_needing_recovery_refuses_and_writes_nothing(data: 
         # Below the recovery point a broker trusts the segment and its reads would fail: a format error naming
         # the file and position. From it on, recovery would truncate: refused until the operator asks for it.
         with pytest.raises((PlanError, StorageFormatError), match=r"recover|position"):
-            plan_cleanup(scan_log_dir(root), resolver.resolve, resolver.broker(), T0 + 500 * HOUR)
+            plan_cleanup(scan_log_dir(root), resolver.resolve, resolver.broker(), T0 + 500 * HOUR, disk_usage=CALM_USAGE)
         assert read_tree(root) == before
 
 
@@ -212,12 +216,12 @@ def test_cleanup_recover_first_leaves_the_predicted_tree(data: st.DataObject, ga
         now = T0 + data.draw(st.integers(0, 400 * HOUR))
         recovery = plan_recovery(scan_log_dir(root, lenient=True))
         try:
-            cleanup = plan_cleanup(recovery.view, resolver.resolve, resolver.broker(), now)
+            cleanup = plan_cleanup(recovery.view, resolver.resolve, resolver.broker(), now, disk_usage=CALM_USAGE)
         except PlanError as err:
             # Damage below the recovery point (or under the marker): a broker would not recover it, --full does.
             assert "recover --full" in str(err)
             recovery = plan_recovery(scan_log_dir(root, lenient=True), full=True)
-            cleanup = plan_cleanup(recovery.view, resolver.resolve, resolver.broker(), now)
+            cleanup = plan_cleanup(recovery.view, resolver.resolve, resolver.broker(), now, disk_usage=CALM_USAGE)
         plan = dataclasses.replace(cleanup, previous=recovery.plan)
         assert read_tree(root) == before, "planning wrote"
         _apply(plan)
@@ -247,12 +251,12 @@ def test_a_plan_made_stale_by_another_writer_stops_before_touching_the_file() ->
     with _scratch() as root:
         clock = ManualClock(T0)
         broker = BrokerConfig.from_properties({"log.dirs": str(root), "log.segment.bytes": "300"})
-        with LogManager(broker, clock=clock, scheduler=ManualScheduler(clock)) as manager:
+        with LogManager(broker, clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk) as manager:
             log = manager.get_or_create_log("alpha", 0)
             for _ in range(20):
                 log.append_records([SimpleRecord(b"x" * 40, b"k", T0)])
         resolver = TopicConfigResolver(dir_topics=["alpha"])
-        plan = plan_cleanup(scan_log_dir(root), resolver.resolve, resolver.broker(), T0 + 30 * 24 * HOUR)
+        plan = plan_cleanup(scan_log_dir(root), resolver.resolve, resolver.broker(), T0 + 30 * 24 * HOUR, disk_usage=CALM_USAGE)
         assert plan.bytes_freed > 0
         first = root / "alpha-0" / "00000000000000000000.log"
         with open(first, "ab") as out:

@@ -334,9 +334,9 @@ def test_disk_usage_state(used: int, state: str) -> None:
 
 
 def test_disk_usage_state_with_switched_off_checks() -> None:
-    assert disk_usage_state(99, 100, None, 0.9) == "full"
-    assert disk_usage_state(99, 100, 0.85, None) == "clean"
-    assert disk_usage_state(99, 100, None, None) == "ok"
+    assert disk_usage_state(99, 100, 1.0, 0.9) == "full"
+    assert disk_usage_state(99, 100, 0.85, 1.0) == "clean"
+    assert disk_usage_state(99, 100, 1.0, 1.0) == "ok"
     with pytest.raises(ValueError, match="total_bytes"):
         disk_usage_state(1, 0, 0.85, 0.9)
     with pytest.raises(ValueError, match="total_bytes"):
@@ -364,7 +364,7 @@ def test_disk_pressure_picks_globally_oldest_per_log_in_order_within_hw() -> Non
     assert picks(chosen) == [("c", 0), ("a", 0), ("a", 10), ("b", 0)]
     assert all(d.reason == "disk-usage" for _, d in chosen)
     assert chosen[0][1].detail.startswith(
-        "disk usage 90.0% (900/1000 B) > clean ratio 50.0%; oldest eligible"
+        "second disk tier: usage 90.0% (900/1000 B) > logmgr.disk.usage.clean.ratio 50.0%; oldest eligible"
     )
     assert chosen[-1][1].detail.endswith("projected usage after it 50.0% (500/1000 B)")
     # Needing 150 B stops after two segments.

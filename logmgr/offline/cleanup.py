@@ -8,8 +8,12 @@ returns the :class:`~logmgr.offline.plan.LogDirPlan` the real run executes. What
 * logs without ``delete`` (``compact`` ones included: Kafka's cleaner thread runs ``deleteOldSegments`` on them)
   get the log-start-offset rule only, ``compact,delete`` logs full retention; compaction itself is
   ``logmgr compact``;
-* RocketMQ-style disk pressure first (``logmgr.disk.usage.clean.ratio``), then each log's start-offset, size and
-  time rules, the time rule only inside ``logmgr.delete.when``; never at or past the high watermark;
+* RocketMQ's disk tiers from the dir's measured usage (on by default: 0.75, 0.85, 0.90): above the second
+  (``logmgr.disk.usage.clean.ratio``) the dir's oldest eligible segments first (reason ``disk-usage``, naming the
+  tier), then each log's start-offset, size and time rules, the time rule only inside ``logmgr.delete.when`` or
+  above the first tier (``logmgr.disk.max.used.ratio``; such deletions name the tier in their reason); never at or
+  past the high watermark. The plan notes the usage and the tier; above the third it notes that a broker would
+  refuse appends to the dir;
 * when every segment goes, a new empty active segment is rolled at the log end offset first (planned as its own
   action: the dry run and the real run agree on it);
 * per deleted segment: its ``.log``, indexes and producer snapshot; per log: ``leader-epoch-checkpoint``
@@ -26,6 +30,7 @@ shutdown) makes planning fail with :class:`~logmgr.errors.PlanError` unless the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -49,13 +54,17 @@ from logmgr.offline.plan import (
 )
 from logmgr.offline.scan import LogDirView, PartitionView
 from logmgr.retention import (
+    DiskUsageState,
     LogSnapshot,
     RetentionPlan,
     RetentionSettings,
     apply_plan,
+    disk_tier_note,
+    disk_usage_state,
     plan_disk_pressure,
     plan_retention,
     plans_by_log,
+    with_note,
 )
 from logmgr.topic_configs import EffectiveTopicConfig
 from segments.naming import TopicPartition, filename_prefix_from_offset
@@ -66,7 +75,7 @@ RETENTION_KEYS = ("cleanup.policy", "retention.ms", "retention.bytes")
 
 @dataclass(frozen=True)
 class DiskUsage:
-    """The file system of a log dir: bytes used and in total (``shutil.disk_usage``)."""
+    """The file system of a log dir: bytes used and usable (:func:`~logmgr.log_manager.measure_disk_usage`)."""
 
     used: int
     total: int
@@ -82,7 +91,7 @@ def plan_cleanup(
     notes: tuple[str, ...] = (),
 ) -> LogDirPlan:
     """The retention pass a broker would run on ``view`` at ``now_ms`` (see the module doc). ``disk_usage`` is
-    needed only with ``logmgr.disk.usage.clean.ratio`` set. Raises :class:`PlanError` for a partition needing
+    needed unless every disk tier is off (ratio 1.0). Raises :class:`PlanError` for a partition needing
     recovery. O(partitions x segments)."""
     damaged = [p for p in view.partitions if p.needs_recovery]
     if damaged:
@@ -104,17 +113,32 @@ def plan_cleanup(
         snapshots[tp] = partition.retention_snapshot()
         settings[tp] = RetentionSettings(config.retention_ms, config.retention_bytes, config.delete)
     plans: dict[TopicPartition, RetentionPlan] = {}
-    ratio = broker.disk_usage_clean_ratio
-    if ratio is not None:
+    state: DiskUsageState = "ok"
+    tier_notes: tuple[str, ...] = ()
+    note = ""
+    window_open = broker.delete_window_open(now_ms)
+    if broker.disk_tiers_enabled:
         if disk_usage is None:
-            raise ValueError("logmgr.disk.usage.clean.ratio is set: the dir's disk usage is needed")
-        deletable = {tp: s for tp, s in snapshots.items() if settings[tp].delete_enabled}
-        plans.update(plans_by_log(deletable, plan_disk_pressure(deletable, disk_usage.used, disk_usage.total, ratio)))
-    time_rule_allowed = broker.delete_window_open(now_ms)
+            raise ValueError("a disk tier is on (logmgr.disk.*.ratio below 1.0): the dir's disk usage is needed")
+        used, total = disk_usage.used, disk_usage.total
+        state = disk_usage_state(
+            used, total, broker.disk_usage_clean_ratio, broker.disk_usage_warn_ratio, broker.disk_max_used_ratio
+        )
+        tier_notes = (_disk_note(broker, state, disk_usage),)
+        if state in ("clean", "full"):
+            deletable = {tp: s for tp, s in snapshots.items() if settings[tp].delete_enabled}
+            plans.update(
+                plans_by_log(deletable, plan_disk_pressure(deletable, used, total, broker.disk_usage_clean_ratio))
+            )
+        if state != "ok" and not window_open:
+            note = disk_tier_note(used, total, *broker.disk_tier(state))
+    time_rule_allowed = window_open or state != "ok"
     for tp, snapshot in snapshots.items():
         pressure = plans.get(tp)
         current = snapshot if pressure is None else apply_plan(snapshot, pressure, now_ms)
         plan = plan_retention(current, settings[tp], now_ms, time_rule_allowed=time_rule_allowed)
+        if note:
+            plan = dataclasses.replace(plan, deletions=tuple(with_note(plan.deletions, "retention.ms", note)))
         if pressure is not None:
             plan = RetentionPlan(
                 pressure.deletions + plan.deletions,
@@ -150,8 +174,26 @@ def plan_cleanup(
         tuple(partitions),
         _checkpoint_actions(view, new_starts),
         tuple(warnings),
-        (*notes, *topic_notes),
+        (*notes, *tier_notes, *topic_notes),
     )
+
+
+def _disk_note(broker: BrokerConfig, state: DiskUsageState, usage: DiskUsage) -> str:
+    """The plan's note of the dir's usage and the disk tier it is in (what a broker's disk check would do). O(1)."""
+    ratios = (
+        f"logmgr.disk.max.used.ratio {broker.disk_max_used_ratio:.0%}, logmgr.disk.usage.clean.ratio "
+        f"{broker.disk_usage_clean_ratio:.0%}, logmgr.disk.usage.warn.ratio {broker.disk_usage_warn_ratio:.0%}"
+    )
+    share = f"disk usage {usage.used / usage.total:.1%} ({usage.used}/{usage.total} B; tiers: {ratios})"
+    if state == "ok":
+        return f"{share}: below every disk tier"
+    key, ratio = broker.disk_tier(state)
+    effect = {
+        "expired": "expired segments go even outside logmgr.delete.when",
+        "clean": "the oldest eligible segments go regardless of age, expired ones at any hour",
+        "full": "a broker marks the dir full and refuses appends; the oldest eligible segments go regardless of age",
+    }[state]
+    return f"{share}: above {key} {ratio:.0%}: {effect}"
 
 
 def unknown_config_warning(effective: EffectiveTopicConfig, consequence: str) -> str:

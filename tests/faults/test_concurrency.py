@@ -40,7 +40,7 @@ from segments.log_segment import FetchSlice, LogSegment
 from segments.naming import DELETED_SUFFIX
 from segments.offset_index import OffsetIndex, OffsetPosition
 from segments.records import DefaultRecordBatch
-from tests.conftest import FAILURE_DEADLINE_S, ContendedLock, wait_until
+from tests.conftest import FAILURE_DEADLINE_S, ContendedLock, calm_disk, wait_until
 from tests.faults.crash_writer import headers_for, key_for, records_for, value_for
 
 SEED = 7
@@ -118,7 +118,8 @@ def _start_manager(log_dir: Path) -> LogManager:
                 "log.segment.delete.delay.ms": "0",
                 "logmgr.delete.force.after.ms": str(3_600_000),
             }
-        )
+        ),
+        disk_usage=calm_disk,
     )
     manager.startup()
     return manager

@@ -53,7 +53,7 @@ from segments.errors import StorageFormatError
 from segments.file_records import iter_batches
 from segments.naming import LOG_SUFFIX, offset_from_file_name
 from segments.records import ControlRecordType, DefaultRecordBatch, EndTransactionMarker
-from tests.conftest import FAILURE_DEADLINE_S, child_env
+from tests.conftest import FAILURE_DEADLINE_S, calm_disk, child_env
 from tests.faults.crash_writer import (
     COORDINATOR_EPOCH,
     PARTITION,
@@ -396,7 +396,7 @@ def _reopen_and_check(
 ) -> tuple[int, Durable]:
     """One reopen: recover, check, append, trim the log, shut down cleanly. Returns the new log start offset and
     what is durable after the clean shutdown."""
-    manager = LogManager(BrokerConfig.from_properties(broker_properties(log_dir)))
+    manager = LogManager(BrokerConfig.from_properties(broker_properties(log_dir)), disk_usage=calm_disk)
     manager.startup()
     try:
         log = manager.get_or_create_log(TOPIC, PARTITION)

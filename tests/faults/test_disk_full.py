@@ -87,6 +87,7 @@ from logmgr.scheduler import ManualScheduler
 from segments.file_records import FileRecords
 from segments.naming import TopicPartition, log_file
 from segments.records import SimpleRecord
+from tests.conftest import calm_disk
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "fork") or not os.path.isdir("/proc/self/fd"),
@@ -199,7 +200,7 @@ def open_manager(dirs: Sequence[Path], **props: str) -> LogManager:
     """A started manager over ``dirs`` on a manual clock and scheduler (jobs run only through ``run_job_now``)."""
     clock = ManualClock(T0)
     config = BrokerConfig.from_properties({**BASE_PROPS, "log.dirs": ",".join(map(str, dirs)), **props})
-    manager = LogManager(config, clock=clock, scheduler=ManualScheduler(clock))
+    manager = LogManager(config, clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk)
     manager.startup()
     return manager
 

@@ -120,6 +120,7 @@ from segments.naming import (
 )
 from segments.records import ControlRecordType, DefaultRecordBatch, Header, SimpleRecord
 from segments.transaction_index import AbortedTxn
+from tests.conftest import calm_disk
 
 SEED = int(os.environ.get("LOGMGR_TORN_SEED", "20240606"))
 SOAK = os.environ.get("LOGMGR_SOAK") == "1"
@@ -158,7 +159,9 @@ def broker_properties(log_dir: Path) -> dict[str, str]:
 
 
 def _manager(log_dir: Path, clock: ManualClock) -> LogManager:
-    return LogManager(BrokerConfig.from_properties(broker_properties(log_dir)), clock=clock, scheduler=ManualScheduler(clock))
+    return LogManager(
+        BrokerConfig.from_properties(broker_properties(log_dir)), clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk
+    )
 
 
 def _log_config(log_dir: Path) -> LogConfig:
