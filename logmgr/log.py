@@ -437,7 +437,11 @@ class Log:
         """Append whole magic-2 batches, assigning offsets from the log end offset and stamping the leader epoch
         (and the append time for LogAppendTime topics). Idempotent producers' duplicates are not written again:
         the original offsets are returned with ``duplicate=True``. O(size)."""
-        return self._append(records, leader=True, leader_epoch=leader_epoch, origin=origin)
+        # _append, written out: every produce request passes here, and a call layer costs as much as an index entry.
+        try:
+            return self._append_unguarded(records, True, leader_epoch, origin)
+        except OSError as err:
+            raise self._io_failure("append", err) from err
 
     def append_as_follower(self, records: bytes) -> LogAppendInfo:
         """Append batches with their offsets as given (replication, restore): strictly increasing and starting at
@@ -577,8 +581,8 @@ class Log:
                     "refused until cleanup frees space"
                 )
             now = self.clock.time_ms()
+            config, bounded, roll_ms, stamp_append_time = self._append_facts()
             if leader:
-                _, bounded, _, stamp_append_time = self._append_facts()
                 if bounded or scan.log_append_time_batches:
                     # Otherwise nothing can be refused: the records need not be decoded.
                     self._check_timestamps(records, scan, now)
@@ -624,7 +628,19 @@ class Log:
                         completed.append(txn)
             max_timestamp = scan.max_timestamp
             offset_of_max_timestamp = scan.offset_of_max_timestamp
-            segment = self._maybe_roll(len(data), max_timestamp, first_offset, last_offset, now)
+            incoming = len(data)
+            # _maybe_roll, written out (with _io_guarded("roll check")): every append passes here.
+            try:
+                segment = self.segments.active_segment
+                if incoming > config.segment_bytes:
+                    raise RecordBatchTooLargeError(
+                        f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes "
+                        f"{config.segment_bytes}"
+                    )
+                if self._roll_due(segment, config, roll_ms, incoming, max_timestamp, last_offset, now):
+                    segment = self.roll(first_offset)
+            except OSError as err:
+                raise self._io_failure("roll check", err) from err
             # The segment's facts start from "no timestamp" (-1), as its own walk of the batches would.
             segment_timestamp, segment_offset_of_max = (
                 (max_timestamp, offset_of_max_timestamp) if max_timestamp > NO_TIMESTAMP else (NO_TIMESTAMP, -1)
@@ -632,9 +648,14 @@ class Log:
             try:
                 position = segment.append_batches(data, scan.largest_offset, segment_timestamp, segment_offset_of_max)
             except OSError as err:
-                raise self._io_failure(f"append of {len(data)} bytes at offset {first_offset}", err) from err
-            for epoch, start_offset in scan.epoch_starts():
-                self.leader_epochs.assign(epoch, start_offset)
+                raise self._io_failure(f"append of {incoming} bytes at offset {first_offset}", err) from err
+            if leader:
+                # Every batch was stamped with leader_epoch: the first one is the only one the cache can take.
+                if leader_epoch >= 0:
+                    self.leader_epochs.assign(leader_epoch, first_offset)
+            else:
+                for epoch, start_offset in scan.epoch_starts():
+                    self.leader_epochs.assign(epoch, start_offset)
             for info in infos:
                 self.producer_state.update(info)
             for ended in completed:
@@ -648,12 +669,12 @@ class Log:
                         raise self._io_failure(f"transaction index append at offset {last_offset}", err) from err
                 self.producer_state.complete_txn(ended)
             log_end = last_offset + 1
-            self._end = (log_end, segment.base_offset, segment.log.size_in_bytes)  # _publish_end, inlined
+            self._end = (log_end, segment.base_offset, position + incoming)  # _publish_end, inlined
             self.producer_state.update_map_end_offset(log_end)
             committer = None
             if self.key_index is not None:
                 self.key_index.notify()
-            if log_end - self._recovery_point >= self.config.flush_messages:
+            if log_end - self._recovery_point >= config.flush_messages:
                 committer = self.group_commit
                 if committer is None:
                     self.flush(log_end)
@@ -664,7 +685,7 @@ class Log:
                 offset_of_max_timestamp,
                 segment.base_offset,
                 position,
-                len(data),
+                incoming,
                 scan.batches,
                 scan.records,
             )
@@ -679,30 +700,22 @@ class Log:
         """Kafka's roll rules (§6.1): size, time (record time when known, with jitter), full indexes, relative
         offset overflow. O(1)."""
         config, _, roll_ms, _ = self._append_facts()
-        size = segment.log.size_in_bytes
+        return self._roll_due(segment, config, roll_ms, incoming_bytes, max_timestamp, last_offset, now)
+
+    @staticmethod
+    def _roll_due(
+        segment: LogSegment, config: LogConfig, roll_ms: int, incoming_bytes: int, max_timestamp: int,
+        last_offset: int, now: int,
+    ) -> bool:
+        """:meth:`should_roll` on the append's facts (:meth:`_append_facts`). O(1)."""
+        size = segment.size
         # Cheapest rules first (every append asks); the time rule reads the first batch header once per segment.
         return (
             size > config.segment_bytes - incoming_bytes
             or last_offset - segment.base_offset > _INT32_MAX
             or (size > 0 and segment.time_waited_for_roll(now, max_timestamp) > roll_ms - segment.roll_jitter_ms)
-            or segment.offset_index.is_full()
-            or segment.time_index.is_full()
+            or segment.indexes_full()
         )
-
-    def _maybe_roll(self, incoming: int, max_timestamp: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
-        # _io_guarded("roll check"), written out: every append passes here.
-        try:
-            segment = self.segments.active_segment
-            if incoming > self.config.segment_bytes:
-                raise RecordBatchTooLargeError(
-                    f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes "
-                    f"{self.config.segment_bytes}"
-                )
-            if self.should_roll(segment, incoming, max_timestamp, last_offset, now):
-                return self.roll(first_offset)
-            return segment
-        except OSError as err:
-            raise self._io_failure("roll check", err) from err
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log end offset)``: the old one gets its final

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Generic, NamedTuple, Self, TypeVar, cast
+from typing import ClassVar, Generic, NamedTuple, Self, TypeVar
 
 from segments._native import index as _native_index
 from segments.errors import CorruptIndexError, IndexOffsetOverflowError
@@ -54,7 +54,7 @@ INT32_FIELD = _native_index.FIELD_INT32
 INT64_FIELD = _native_index.FIELD_INT64
 
 
-class AbstractIndex(ABC, Generic[EntryT]):
+class AbstractIndex(_native_index.IndexEntries, ABC, Generic[EntryT]):
     """A fixed-entry-size index file of one segment, memory-mapped like Kafka's ``AbstractIndex``.
 
     ``writable=False`` opens an existing file read-only (``ACCESS_READ`` mapping) for tools: the file is never
@@ -90,12 +90,9 @@ class AbstractIndex(ABC, Generic[EntryT]):
         self._length = 0
         self._max_entries = 0
         self._entries = 0
-        # (entry count, the last entry's two fields) as the last append wrote them or a read parsed them (plain ints:
-        # building an entry tuple costs as much as the rest of an append): appends compare against the
-        # last entry every time, and parsing it from the map costs more than the append. Valid while the count
-        # matches: entries are only added by appends (which refresh it) and dropped by truncations (which change
-        # the count); load_entries, which rewrites them, drops it.
-        self._last: tuple[int, int, int] | None = None
+        # The last entry's fields are cached in the native base (IndexEntries), valid while the count matches:
+        # entries are only added by appends (which refresh it) and dropped by truncations (which change the count);
+        # load_entries, which rewrites them, drops it.
         self._closed = False
         presize = self._round_down(max_index_size) if writable and preallocate else 0
         if writable and preallocate and presize == 0:
@@ -150,10 +147,6 @@ class AbstractIndex(ABC, Generic[EntryT]):
         """Bytes used by valid entries. O(1)."""
         return self._entries * self.entry_size
 
-    def is_full(self) -> bool:
-        """True when no slot is left for :meth:`append`-style calls. O(1)."""
-        return self._entries >= self._max_entries
-
     # -- entry access ---------------------------------------------------------------------------------------
 
     @abstractmethod
@@ -163,16 +156,6 @@ class AbstractIndex(ABC, Generic[EntryT]):
     @abstractmethod
     def _slot_offset(self, slot: int) -> int:
         """Absolute offset stored in ``slot``."""
-
-    def _last_fields(self) -> tuple[int, int, int]:
-        """(entry count, the last entry's two fields as :meth:`_parse` gives them) of a non-empty index, from the
-        cache when it is current. O(1)."""
-        last = self._last
-        if last is None or last[0] != self._entries:
-            # Both entry kinds are NamedTuples of two ints.
-            first, second = cast(tuple[int, int], self._parse(self._entries - 1))
-            last = self._last = (self._entries, first, second)
-        return last
 
     def entry(self, n: int) -> EntryT:
         """The ``n``-th entry (0-based); IndexError outside ``[0, entries)``. O(1)."""
@@ -284,7 +267,7 @@ class AbstractIndex(ABC, Generic[EntryT]):
         if len(entries) % self.entry_size:
             raise ValueError(f"{self._path}: {len(entries)} bytes are not whole {self.entry_size}-byte entries")
         self._entries = 0
-        self._last = None
+        self._forget_last()
         self.resize(max(capacity, len(entries)))
         if entries:
             self._buffer()[: len(entries)] = entries

@@ -31,6 +31,7 @@ from segments._native.batches import (
     indexed_position,
     locate_timestamp,
 )
+from segments._native.index import append_segment_entries
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
     CorruptIndexError,
@@ -383,6 +384,14 @@ class LogSegment:
         lazy = self._time_index
         return lazy.path if lazy is not None else time_index_file(self._directory, self.base_offset, self._suffix)
 
+    def indexes_full(self) -> bool:
+        """Whether either index has no slot left for an append (a roll rule; the time index keeps its last slot
+        for the roll's entry). O(1)."""
+        offset_lazy, time_lazy = self._offset_index, self._time_index
+        offset_index = (offset_lazy if offset_lazy is not None else self._lazy_offset_index()).get()
+        time_index = (time_lazy if time_lazy is not None else self._lazy_time_index()).get()
+        return offset_index.is_full() or time_index.is_full()
+
     def resize_indexes(self, size: int) -> None:
         """Kafka's ``resizeIndexes`` for the active segment of a load: both indexes at ``size`` (trimmed ones
         re-expanded), resized now if mapped, else when first used (:meth:`LazyIndex.resize_when_opened`). O(1)."""
@@ -494,18 +503,16 @@ class LogSegment:
         # Every append's path: the properties behind these steps are read once, as plain attributes.
         if not 0 <= largest_offset - self.base_offset <= MAX_RELATIVE_OFFSET:
             self._ensure_offset_in_range(largest_offset)
-        log = self.log
-        if log.size_in_bytes == 0:
+        position = self.log.append(records)
+        if position == 0:
             self.rolling_based_timestamp = largest_timestamp
-        position = log.append(records)
         most = self._max_timestamp_and_offset
         if most is None:
             most = self._max_timestamp_so_far()
         if largest_timestamp > most.timestamp:
             most = self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(most.timestamp, most.offset)
+            append_segment_entries(self.offset_index, self.time_index, largest_offset, position, most.timestamp, most.offset)
             self._bytes_since_last_index_entry = len(records)
         else:
             self._bytes_since_last_index_entry += len(records)

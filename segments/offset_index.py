@@ -10,19 +10,16 @@ from __future__ import annotations
 import struct
 from typing import ClassVar, NamedTuple
 
-from segments._native.index import store_entry
 from segments.abstract_index import (
     INT32_FIELD,
-    MAX_RELATIVE_OFFSET,
     WARM_SECTION_BYTES,
     AbstractIndex,
     IndexField,
 )
-from segments.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from segments.errors import CorruptIndexError
 
 _ENTRY = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
-_MAX_POSITION = 2**31 - 1
 
 
 class OffsetPosition(NamedTuple):
@@ -60,27 +57,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         non-empty index), IndexOffsetOverflowError when it does not fit a relative offset; Kafka's order of checks.
         O(1).
         """
-        if self._closed or not self.writable:
-            self._require_writable()
-        entries = self._entries
-        if entries >= self._max_entries:
-            raise IndexFullError(f"append to a full index ({entries} entries)", path=self._path)
-        if entries and offset <= self._last_fields()[1]:
-            raise InvalidOffsetError(
-                f"offset {offset} appended at slot {entries} is not larger than the last offset "
-                f"{self.last_offset}",
-                path=self._path,
-                position=self.size_in_bytes,
-            )
-        if not 0 <= position <= _MAX_POSITION:
-            raise ValueError(f"{self._path}: file position {position} does not fit an int32")
-        relative = offset - self.base_offset
-        if not 0 <= relative <= MAX_RELATIVE_OFFSET:
-            self.relative_offset(offset)  # raises IndexOffsetOverflowError
-        # A writable index with a free slot is mapped: the map is used as is (every append's path).
-        store_entry(self._mm, entries, 8, relative, position)
-        self._entries = entries + 1
-        self._last = (entries + 1, offset, position)
+        self._append_offset_entry(offset, position)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest entry with offset <= ``target_offset``, else ``(base_offset, 0)``. O(log n)."""

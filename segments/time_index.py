@@ -10,22 +10,19 @@ from __future__ import annotations
 import struct
 from typing import ClassVar, NamedTuple
 
-from segments._native.index import store_entry
 from segments.abstract_index import (
     INT32_FIELD,
     INT64_FIELD,
-    MAX_RELATIVE_OFFSET,
     WARM_SECTION_BYTES,
     AbstractIndex,
     IndexField,
 )
-from segments.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from segments.errors import CorruptIndexError
 
 _ENTRY = struct.Struct(">qi")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 NO_TIMESTAMP = -1
-_MAX_I64 = 2**63 - 1
 
 
 class TimestampOffset(NamedTuple):
@@ -75,41 +72,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         values are accepted and, for an equal timestamp, ignored); IndexOffsetOverflowError if the offset does not
         fit. IndexFullError also when not even the reserved slot is free. O(1).
         """
-        if self._closed or not self.writable:
-            self._require_writable()
-        entries = self._entries
-        if not skip_full_check and entries >= self._max_entries - 1:
-            raise IndexFullError(f"append to a full time index ({entries} entries)", path=self._path)
-        if entries:
-            _, last_timestamp, last_offset = self._last_fields()
-            if offset < last_offset:
-                raise InvalidOffsetError(
-                    f"offset {offset} appended at slot {entries} is smaller than the last offset {last_offset}",
-                    path=self._path,
-                    position=self.size_in_bytes,
-                )
-            if timestamp < last_timestamp:
-                raise InvalidOffsetError(
-                    f"timestamp {timestamp} appended at slot {entries} is smaller than the last timestamp "
-                    f"{last_timestamp}",
-                    path=self._path,
-                    position=self.size_in_bytes,
-                )
-        else:
-            last_timestamp = NO_TIMESTAMP
-        if timestamp <= last_timestamp:
-            return
-        if timestamp > _MAX_I64:
-            raise ValueError(f"{self._path}: timestamp {timestamp} does not fit an int64")
-        if entries >= self._max_entries:
-            raise IndexFullError(f"no slot left in the time index ({entries} entries)", path=self._path)
-        relative = offset - self.base_offset
-        if not 0 <= relative <= MAX_RELATIVE_OFFSET:
-            self.relative_offset(offset)  # raises IndexOffsetOverflowError
-        # A writable index with a free slot is mapped: the map is used as is (every append's path).
-        store_entry(self._mm, entries, 12, timestamp, relative)
-        self._entries = entries + 1
-        self._last = (entries + 1, timestamp, offset)
+        self._maybe_append_time_entry(timestamp, offset, skip_full_check)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= ``target_timestamp``, else ``(-1, base_offset)``. O(log n)."""

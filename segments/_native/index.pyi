@@ -1,3 +1,5 @@
+import mmap
+
 from typing_extensions import Buffer
 
 FIELD_INT32: int
@@ -14,4 +16,25 @@ def search(
     largest_lower_bound: bool,
     warm_entries: int,
 ) -> int: ...
-def store_entry(buffer: Buffer | None, slot: int, entry_size: int, first: int, second: int) -> None: ...
+
+class IndexEntries:
+    _mm: mmap.mmap | None
+    _entries: int
+    _max_entries: int
+    base_offset: int
+    writable: bool
+    _closed: bool
+    def _forget_last(self) -> None: ...
+    def _last_fields(self) -> tuple[int, int, int]: ...
+    def _append_offset_entry(self, offset: int, position: int) -> None: ...
+    def _maybe_append_time_entry(self, timestamp: int, offset: int, skip_full_check: bool) -> None: ...
+    def is_full(self) -> bool: ...
+
+def append_segment_entries(
+    offset_index: IndexEntries,
+    time_index: IndexEntries,
+    largest_offset: int,
+    position: int,
+    max_timestamp: int,
+    offset_of_max_timestamp: int,
+) -> None: ...

@@ -11,7 +11,9 @@ map (clamped to its length).
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
-from segments._native.wire cimport store_be32, store_be64
+from segments._native.wire cimport load_be32, load_be64, store_be32, store_be64
+
+from segments.errors import IndexFullError, InvalidOffsetError
 
 # Field kinds (the ``field`` argument of :func:`search`).
 FIELD_INT32 = 0
@@ -44,29 +46,182 @@ def search(buffer, Py_ssize_t entries, int entry_size, int field_offset, int fie
         PyBuffer_Release(&view)
 
 
-def store_entry(buffer, Py_ssize_t slot, int entry_size, int64_t first, int32_t second):
-    """Write entry ``slot`` of an index map: an offset entry (``entry_size`` 8: int32 ``first`` = relative offset,
-    int32 ``second`` = position) or a time entry (12: int64 ``first`` = timestamp, int32 ``second`` = relative
-    offset), big-endian. ``ValueError`` for no map (``None``), ``IndexError`` unless the whole entry lies inside the map; ``OverflowError`` for a first
-    field outside int32 in an offset entry. O(1)."""
-    cdef Py_buffer view
-    cdef uint8_t *p
-    if buffer is None:
-        raise ValueError("the index is not mapped (closed, or of length 0)")
-    if entry_size != 8 and entry_size != 12:
-        raise ValueError(f"no index has {entry_size}-byte entries")
-    if entry_size == 8 and not -2147483648 <= first <= 2147483647:
-        raise OverflowError(f"{first} does not fit an int32 index field")
-    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
-    try:
-        if slot < 0 or (slot + 1) * entry_size > view.len:
-            raise IndexError(f"index slot {slot} lies outside a {view.len}-byte map")
-        p = <uint8_t *>view.buf + slot * entry_size
-        if entry_size == 8:
-            store_be32(p, <uint32_t><int32_t>first)
-            store_be32(p + 4, <uint32_t>second)
-        else:
-            store_be64(p, <uint64_t>first)
-            store_be32(p + 8, <uint32_t>second)
-    finally:
-        PyBuffer_Release(&view)
+cdef int64_t _INT32_MAX = 2147483647
+
+
+cdef class IndexEntries:
+    """The append state of one index map, in C fields that the Python index (:class:`segments.abstract_index.
+    AbstractIndex` derives from this class) and the compiled appends share: the map, its slot count, the entry
+    count, and the last entry's two fields (cached as the last append wrote them or a read parsed them: every append
+    compares against it). Entries are added only here; the Python side changes the count on truncation and
+    reload, which invalidates the cache (its count no longer matches)."""
+
+    cdef public object _mm
+    cdef public Py_ssize_t _entries
+    cdef public Py_ssize_t _max_entries
+    cdef public int64_t base_offset
+    cdef public bint writable
+    cdef public bint _closed
+    cdef Py_ssize_t _last_count
+    cdef int64_t _last_first
+    cdef int64_t _last_second
+    cdef int _entry_size
+
+    def __cinit__(self, *args, **kwargs):
+        self._last_count = -1
+        self._entry_size = getattr(type(self), "entry_size", 0)
+
+    def _forget_last(self):
+        """Drop the cached last entry (the entries were rewritten). O(1)."""
+        self._last_count = -1
+
+    def _last_fields(self):
+        """(entry count, the last entry's two fields as the entry tuple gives them) of a non-empty index. O(1)."""
+        self._load_last()
+        return (self._entries, self._last_first, self._last_second)
+
+    cdef int _load_last(self) except -1:
+        cdef Py_buffer view
+        cdef const uint8_t *p
+        cdef Py_ssize_t slot = self._entries - 1
+        if self._last_count == self._entries:
+            return 0
+        if slot < 0:
+            raise ValueError(f"{self._path}: the index has no entry")
+        if self._mm is None:
+            raise ValueError(f"{self._path}: index is closed")
+        PyObject_GetBuffer(self._mm, &view, PyBUF_SIMPLE)
+        try:
+            if (slot + 1) * self._entry_size > view.len:
+                raise IndexError(f"index slot {slot} lies outside a {view.len}-byte map")
+            p = <const uint8_t *>view.buf + slot * self._entry_size
+            if self._entry_size == 8:
+                self._last_first = self.base_offset + <int32_t>load_be32(p)
+                self._last_second = <int32_t>load_be32(p + 4)
+            else:
+                self._last_first = <int64_t>load_be64(p)
+                self._last_second = self.base_offset + <int32_t>load_be32(p + 8)
+        finally:
+            PyBuffer_Release(&view)
+        self._last_count = self._entries
+        return 0
+
+    cdef int _store(self, int64_t first, int64_t second, int64_t last_first, int64_t last_second) except -1:
+        """Write the next entry (``first``/``second`` as stored, relative already) and count it, caching
+        (``last_first``, ``last_second``) as its parsed fields. O(1)."""
+        cdef Py_buffer view
+        cdef uint8_t *p
+        cdef Py_ssize_t slot = self._entries
+        if self._mm is None:
+            raise ValueError("the index is not mapped (closed, or of length 0)")
+        PyObject_GetBuffer(self._mm, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        try:
+            if (slot + 1) * self._entry_size > view.len:
+                raise IndexError(f"index slot {slot} lies outside a {view.len}-byte map")
+            p = <uint8_t *>view.buf + slot * self._entry_size
+            if self._entry_size == 8:
+                store_be32(p, <uint32_t><int32_t>first)
+                store_be32(p + 4, <uint32_t><int32_t>second)
+            else:
+                store_be64(p, <uint64_t>first)
+                store_be32(p + 8, <uint32_t><int32_t>second)
+        finally:
+            PyBuffer_Release(&view)
+        self._entries = slot + 1
+        self._last_count = slot + 1
+        self._last_first = last_first
+        self._last_second = last_second
+        return 0
+
+    cdef int _append_offset(self, int64_t offset, int64_t position) except -1:
+        """OffsetIndex.append (see there), Kafka's order of checks. O(1)."""
+        cdef Py_ssize_t entries = self._entries
+        if self._closed or not self.writable:
+            self._require_writable()
+        if entries >= self._max_entries:
+            raise IndexFullError(f"append to a full index ({entries} entries)", path=self._path)
+        if entries:
+            self._load_last()
+            if offset <= self._last_first:
+                raise InvalidOffsetError(
+                    f"offset {offset} appended at slot {entries} is not larger than the last offset "
+                    f"{self._last_first}",
+                    path=self._path,
+                    position=entries * 8,
+                )
+        if not 0 <= position <= _INT32_MAX:
+            raise ValueError(f"{self._path}: file position {position} does not fit an int32")
+        if not 0 <= offset - self.base_offset <= _INT32_MAX:
+            self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        return self._store(offset - self.base_offset, position, offset, position)
+
+    cdef int _maybe_append_time(self, int64_t timestamp, int64_t offset, bint skip_full_check,
+                                bint timestamp_too_large) except -1:
+        """TimeIndex.maybe_append (see there), Kafka's order of checks; ``timestamp_too_large``: the caller's
+        timestamp lies above int64 (``timestamp`` is then clamped). O(1)."""
+        cdef Py_ssize_t entries = self._entries
+        cdef int64_t last_timestamp = -1
+        if self._closed or not self.writable:
+            self._require_writable()
+        if not skip_full_check and entries >= self._max_entries - 1:
+            raise IndexFullError(f"append to a full time index ({entries} entries)", path=self._path)
+        if entries:
+            self._load_last()
+            last_timestamp = self._last_first
+            if offset < self._last_second:
+                raise InvalidOffsetError(
+                    f"offset {offset} appended at slot {entries} is smaller than the last offset "
+                    f"{self._last_second}",
+                    path=self._path,
+                    position=entries * 12,
+                )
+            if timestamp < last_timestamp:
+                raise InvalidOffsetError(
+                    f"timestamp {timestamp} appended at slot {entries} is smaller than the last timestamp "
+                    f"{last_timestamp}",
+                    path=self._path,
+                    position=entries * 12,
+                )
+        if timestamp <= last_timestamp and not timestamp_too_large:
+            return 0
+        if timestamp_too_large:
+            raise ValueError(f"{self._path}: timestamp {1 << 63} or more does not fit an int64")
+        if entries >= self._max_entries:
+            raise IndexFullError(f"no slot left in the time index ({entries} entries)", path=self._path)
+        if not 0 <= offset - self.base_offset <= _INT32_MAX:
+            self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        return self._store(timestamp, offset - self.base_offset, timestamp, offset)
+
+    def _append_offset_entry(self, offset, position):
+        """:meth:`OffsetIndex.append`'s compiled body (any ints: values outside int64 are clamped, which keeps every
+        check's outcome). O(1)."""
+        self._append_offset(_clamp(offset), _clamp(position))
+
+    def _maybe_append_time_entry(self, timestamp, offset, bint skip_full_check):
+        """:meth:`TimeIndex.maybe_append`'s compiled body (any ints, as :meth:`_append_offset_entry`). O(1)."""
+        self._maybe_append_time(_clamp(timestamp), _clamp(offset), skip_full_check, timestamp > _INT64_MAX_OBJ)
+
+    cpdef bint is_full(self):
+        """True when no slot is left for an append. O(1)."""
+        return self._entries >= self._max_entries
+
+
+_INT64_MAX_OBJ = (1 << 63) - 1
+
+
+cdef int64_t _clamp(value) except? -1:
+    if value > _INT64_MAX_OBJ:
+        return <int64_t>_INT64_MAX_OBJ
+    if value < -_INT64_MAX_OBJ - 1:
+        return <int64_t>(-_INT64_MAX_OBJ - 1)
+    return <int64_t>value
+
+
+def append_segment_entries(IndexEntries offset_index, IndexEntries time_index, int64_t largest_offset,
+                           int64_t position, int64_t max_timestamp, int64_t offset_of_max_timestamp):
+    """A segment's index entries for an append (Kafka's ``LogSegment.append`` past the index interval): the offset
+    entry ``(largest_offset, position)``, then the time entry ``(max_timestamp, offset_of_max_timestamp)`` of the
+    segment's max timestamp so far, unless it is not above the last one. One call for both (every large append
+    makes them). O(1)."""
+    offset_index._append_offset(largest_offset, position)
+    time_index._maybe_append_time(max_timestamp, offset_of_max_timestamp, False, False)
