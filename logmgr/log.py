@@ -182,7 +182,8 @@ class RecoveryStats:
     truncated_bytes: int = 0
     actions: list[str] = field(default_factory=list)
     unsynced_snapshots: int = 0
-    """Producer snapshots the load wrote without fsync, made durable by one sync at its end (see ``load_log``)."""
+    """Producer snapshot files the load wrote, kept or deleted without fsync, made durable by one sync at its end
+    (see ``load_log``)."""
 
 
 @dataclass(slots=True)

@@ -143,6 +143,8 @@ def load_log(
                 context.recover_from(recovery_point)
             last = segments.last_segment()
             last_next_offset = None if last is None else context.next_offset_of(last)
+            # Recovery is over: what it set aside and did not write again goes (before the stray sweep lists them).
+            stats.unsynced_snapshots += len(producer_state.delete_set_aside_snapshots())
             break
         except _Overflowed as overflowed:
             split = OverflowSplit.plan(overflowed.segment, overflowed.error)
@@ -569,7 +571,7 @@ def rebuild_state_to(
     """Producer state as of ``offset`` (Kafka's ``rebuildProducerState`` before a segment's recovery): reload the
     newest snapshot at or below it, replay the batches after, snapshotting at the base offsets of the last two
     segments and at ``offset`` so later recoveries and truncations start close by. O(bytes replayed)."""
-    producer_state.truncate_and_reload(log_start_offset, offset)
+    producer_state.truncate_and_reload(log_start_offset, offset, set_aside=True)
     _replay(
         segments, producer_state, offset, log_start_offset, take_snapshot,
         snapshot_at=_offsets_to_snapshot(segments, offset),
