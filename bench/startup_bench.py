@@ -17,7 +17,8 @@ Timed, best of ``--repeats``:
 * clean startup: ``LogManager(broker).startup()`` with the clean-shutdown marker present (nothing recovered);
 * unclean startup: the same after removing the marker and writing a recovery-point checkpoint of 0 for every
   partition, so every segment is recovered (Kafka's ``LogSegment.recover``: header walk + CRC, index rebuild,
-  producer state, leader epochs; one producer snapshot written and fsynced per recovered segment).
+  producer state, leader epochs; one producer snapshot written per recovered segment, all made durable by one
+  file-system sync of the log dir at the end of the load).
 
 Each startup is followed by an untimed ``shutdown()`` (its time is shown); ``log.initial.task.delay.ms`` is one
 hour so no scheduled job runs. ``num.recovery.threads.per.data.dir`` is Kafka's default 1 unless

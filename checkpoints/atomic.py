@@ -11,6 +11,7 @@ Failures (a full disk, a file-size limit, an I/O error) raise an ``OSError`` tha
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 from collections.abc import Callable
@@ -34,6 +35,38 @@ def fsync_dir(path: str | PathLike[str]) -> None:
         os.fsync(fd)
     except OSError as err:
         raise _named(err, os.fspath(path)) from err
+    finally:
+        os.close(fd)
+
+
+def _libc_syncfs() -> Callable[[int], int] | None:
+    """The C library's ``syncfs`` (Linux), or None where it has none."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNCFS = _libc_syncfs()
+
+
+def sync_filesystem(path: str | PathLike[str]) -> None:
+    """Make everything written to the file system holding ``path`` durable: Linux ``syncfs(2)``, one call for any
+    number of files (``sync(2)`` where the C library has no ``syncfs``). O(dirty data of that file system).
+
+    For many small files written without fsync (a log load's producer snapshots), where one fsync each would cost
+    a journal commit each. An ``OSError`` (a writeback error, which ``syncfs`` reports since Linux 5.8) names
+    ``path``."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        if _SYNCFS is None:
+            os.sync()
+        elif _SYNCFS(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), os.fspath(path))
     finally:
         os.close(fd)
 

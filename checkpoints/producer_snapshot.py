@@ -15,6 +15,7 @@ writes snapshots in place (create + write, no rename); we write them atomically 
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -130,8 +131,33 @@ def read_producer_snapshot(path: str | PathLike[str]) -> ProducerSnapshot:
 
 
 def write_producer_snapshot(
-    path: str | PathLike[str], entries: Sequence[ProducerSnapshotEntry], *, sync: bool = True
-) -> None:
+    path: str | PathLike[str],
+    entries: Sequence[ProducerSnapshotEntry],
+    *,
+    sync: bool = True,
+    keep_if_equal: bool = False,
+) -> bool:
     """Atomically replace ``path`` with a snapshot of ``entries``; ``sync=False`` skips the fsyncs, as Kafka does
-    for the snapshot taken at roll (the flush task syncs it later). O(n)."""
-    atomic_write_bytes(path, serialize_producer_snapshot(entries), sync=sync)
+    for the snapshot taken at roll (the flush task syncs it later). With ``keep_if_equal`` a regular file at
+    ``path`` that already holds exactly these bytes is left as it is (a recovery writing again the snapshots it
+    set aside: a read instead of a write and the unlink of the old file). Returns whether it wrote. O(n)."""
+    data = serialize_producer_snapshot(entries)
+    if keep_if_equal and _holds(path, data):
+        return False
+    atomic_write_bytes(path, data, sync=sync)
+    return True
+
+
+def _holds(path: str | PathLike[str], data: bytes) -> bool:
+    """Whether the regular file at ``path`` (never a link) holds exactly ``data``; False when there is none."""
+    try:
+        # Non-blocking: a FIFO planted at the name must not hang the load (it is then not a regular file).
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
+    except OSError:
+        return False
+    try:
+        # One byte more than expected tells a longer file apart without a stat.
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, len(data) + 1, 0) == data
+    finally:
+        os.close(fd)

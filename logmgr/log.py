@@ -182,6 +182,9 @@ class RecoveryStats:
     recovered_segments: int = 0
     truncated_bytes: int = 0
     actions: list[str] = field(default_factory=list)
+    unsynced_snapshots: int = 0
+    """Producer snapshot files the load wrote, kept or deleted without fsync, made durable by one sync at its end
+    (see ``load_log``)."""
 
 
 @dataclass(slots=True)

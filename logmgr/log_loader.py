@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from checkpoints.atomic import TMP_SUFFIX, fsync_dir, remove_temporaries
+from checkpoints.atomic import TMP_SUFFIX, fsync_dir, remove_temporaries, sync_filesystem
 from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT_FILE
 from checkpoints.partition_metadata import PARTITION_METADATA_FILE
 from logmgr.clock import Clock, SystemClock
@@ -100,6 +100,7 @@ def load_log(
     producer_id_expiration_ms: int = 86_400_000,
     remove_stray_snapshots: bool = True,
     recovery_point_written_ns: int | None = None,
+    sync_snapshots: bool = True,
 ) -> Log:
     """Open (creating if needed) the log in ``partition_dir``, recovering as Kafka does. O(bytes recovered).
 
@@ -112,13 +113,26 @@ def load_log(
     (its modification time). After a clean shutdown, a log whose active segment files are older than it takes its
     log end offset from the listing and that checkpoint (:func:`_clean_log_end`), so a clean load opens no segment
     file and maps no index: every file opens on first use, the active segment's indexes growing to
-    ``segment.index.bytes`` then (Kafka's lazy index). Without it the active segment's last batches are read."""
+    ``segment.index.bytes`` then (Kafka's lazy index). Without it the active segment's last batches are read.
+
+    The producer snapshots the load writes (Kafka's, one after each recovered segment and those of the rebuild)
+    are written without fsync and made durable together at the end, counted in ``Log.recovery.unsynced_snapshots``:
+    by one :func:`~checkpoints.atomic.sync_filesystem` of ``partition_dir`` here, or, with
+    ``sync_snapshots=False``, by the caller before anything relies on them (the LogManager syncs each log dir once
+    after loading all its logs, before startup returns). Kafka fsyncs each (``takeSnapshot``), about two journal
+    commits per recovered segment. Deferring is safe because a snapshot is a cache of what replaying the log
+    gives: a crash before the sync leaves each snapshot complete, absent (the load replays from an older one or
+    from the log start) or empty/torn (size, version and CRC are checked: :class:`CorruptSnapshotError`, deleted,
+    an older one tried), and nothing trusts one before the sync: a load never advances the recovery point, the
+    marker that a clean start trusts is written at shutdown, and the LogManager removes it before loading.
+    ``tests/faults/test_crash.py`` cuts the snapshots a recovery wrote and checks the next load's producer state."""
     clock = clock or SystemClock()
     partition_dir.mkdir(parents=True, exist_ok=True)
     parsed = PartitionDirName.parse(partition_dir.name)
     stats = RecoveryStats()
     is_deleted_dir = parsed.kind == "delete"
     files = _complete_swaps_and_remove_temporaries(partition_dir, stats)
+    take_snapshot = partial(_take_unsynced_snapshot, stats)
     while True:
         # One listing per attempt serves the segments and the producer snapshots.
         if files is None:
@@ -127,7 +141,9 @@ def load_log(
         leader_epochs = LeaderEpochCache(partition_dir)
         segments = LogSegments()
         needs_recovery = _open_segments(partition_dir, files, config, segments, stats, clock)
-        context = _LoadContext(partition_dir, config, segments, producer_state, leader_epochs, stats, log_start_offset)
+        context = _LoadContext(
+            partition_dir, config, segments, producer_state, leader_epochs, stats, log_start_offset, take_snapshot
+        )
         try:
             for segment in needs_recovery:
                 if segment.base_offset in segments:
@@ -143,6 +159,8 @@ def load_log(
                     )
                 if last_next_offset is None:
                     last_next_offset = context.next_offset_of(last)
+            # Recovery is over: what it set aside and did not write again goes (before the stray sweep lists them).
+            stats.unsynced_snapshots += len(producer_state.delete_set_aside_snapshots())
             break
         except _Overflowed as overflowed:
             files = None
@@ -192,8 +210,27 @@ def load_log(
     if remove_stray_snapshots:
         # The manager was made from this load's listing and has tracked its own writes since: no rescan.
         producer_state.remove_straggling_snapshots(segments.base_offsets(), rescan=False)
-    rebuild_producer_state(log, log_end_offset, reload_from_clean_shutdown=had_clean_shutdown)
+    rebuild_producer_state(
+        log, log_end_offset, reload_from_clean_shutdown=had_clean_shutdown, take_snapshot=take_snapshot
+    )
+    if sync_snapshots and stats.unsynced_snapshots > 0:
+        sync_filesystem(partition_dir)
     return log
+
+
+def _take_unsynced_snapshot(stats: RecoveryStats, state: ProducerStateManager) -> None:
+    """A load's producer snapshot: written without fsync, counted for the load's one sync (see :func:`load_log`)."""
+    if state.take_snapshot(sync=False) is not None:
+        stats.unsynced_snapshots += 1
+
+
+def _take_synced_snapshot(state: ProducerStateManager) -> None:
+    state.take_snapshot(sync=True)
+
+
+SnapshotTaker = Callable[[ProducerStateManager], None]
+"""How a producer-state rebuild writes its snapshots: fsynced each (:func:`_take_synced_snapshot`, a running log's
+truncation) or deferred to one sync (a load)."""
 
 
 def _open_segment(
@@ -394,6 +431,7 @@ class _LoadContext:
         leader_epochs: LeaderEpochCache,
         stats: RecoveryStats,
         log_start_offset: int,
+        take_snapshot: SnapshotTaker,
     ) -> None:
         self.dir = partition_dir
         self.config = config
@@ -402,6 +440,7 @@ class _LoadContext:
         self.leader_epochs = leader_epochs
         self.stats = stats
         self.log_start_offset = log_start_offset
+        self.take_snapshot = take_snapshot
 
     def recover_from(self, recovery_point: int) -> None:
         """Step 3: recover every segment from the one holding ``recovery_point``; the first truncation (or a
@@ -428,7 +467,9 @@ class _LoadContext:
 
     def recover_segment(self, segment: LogSegment, *, reason: str) -> int:
         """Rebuild producer state to the segment's base, recover it (Kafka's ``recoverSegment``), snapshot."""
-        rebuild_state_to(self.segments, self.producer_state, segment.base_offset, self.log_start_offset)
+        rebuild_state_to(
+            self.segments, self.producer_state, segment.base_offset, self.log_start_offset, self.take_snapshot
+        )
         tracker = TransactionTracker(self.producer_state.ongoing_txns)
 
         def observe(batch: RecordBatch) -> None:
@@ -455,7 +496,7 @@ class _LoadContext:
             truncated = segment.size
             segment.truncate_to(segment.base_offset)
             detail = f"could not be recovered ({err}); truncated to empty"
-        self.producer_state.take_snapshot(sync=True)
+        self.take_snapshot(self.producer_state)
         if segment is not self.segments.last_segment():
             # Recovery opened its files; nobody reads the log yet, so let inactive segments reopen them lazily.
             segment.release()
@@ -572,18 +613,31 @@ def _offsets_to_snapshot(segments: LogSegments, last_offset: int) -> set[int]:
 
 
 def rebuild_state_to(
-    segments: LogSegments, producer_state: ProducerStateManager, offset: int, log_start_offset: int
+    segments: LogSegments,
+    producer_state: ProducerStateManager,
+    offset: int,
+    log_start_offset: int,
+    take_snapshot: SnapshotTaker,
 ) -> None:
     """Producer state as of ``offset`` (Kafka's ``rebuildProducerState`` before a segment's recovery): reload the
     newest snapshot at or below it, replay the batches after, snapshotting at the base offsets of the last two
     segments and at ``offset`` so later recoveries and truncations start close by. O(bytes replayed)."""
-    producer_state.truncate_and_reload(log_start_offset, offset)
-    _replay(segments, producer_state, offset, log_start_offset, snapshot_at=_offsets_to_snapshot(segments, offset))
+    producer_state.truncate_and_reload(log_start_offset, offset, set_aside=True)
+    _replay(
+        segments, producer_state, offset, log_start_offset, take_snapshot,
+        snapshot_at=_offsets_to_snapshot(segments, offset),
+    )
     producer_state.update_map_end_offset(offset)
-    producer_state.take_snapshot(sync=True)
+    take_snapshot(producer_state)
 
 
-def rebuild_producer_state(log: Log, last_offset: int, *, reload_from_clean_shutdown: bool = False) -> None:
+def rebuild_producer_state(
+    log: Log,
+    last_offset: int,
+    *,
+    reload_from_clean_shutdown: bool = False,
+    take_snapshot: SnapshotTaker = _take_synced_snapshot,
+) -> None:
     """Kafka's ``rebuildProducerState``: after a clean shutdown with no snapshot (or on pre-v2 data) write empty
     snapshots; otherwise reload the newest snapshot and replay the log up to ``last_offset``, snapshotting at the
     base offsets of the last two segments and at ``last_offset``."""
@@ -593,12 +647,12 @@ def rebuild_producer_state(log: Log, last_offset: int, *, reload_from_clean_shut
     if state.latest_snapshot_offset() is None and reload_from_clean_shutdown:
         for offset in sorted(to_snapshot):
             state.update_map_end_offset(offset)
-            state.take_snapshot(sync=True)
+            take_snapshot(state)
         return
     state.truncate_and_reload(log.log_start_offset, last_offset)
-    _replay(segments, state, last_offset, log.log_start_offset, snapshot_at=to_snapshot)
+    _replay(segments, state, last_offset, log.log_start_offset, take_snapshot, snapshot_at=to_snapshot)
     state.update_map_end_offset(last_offset)
-    state.take_snapshot(sync=True)
+    take_snapshot(state)
 
 
 def _replay(
@@ -606,6 +660,7 @@ def _replay(
     state: ProducerStateManager,
     last_offset: int,
     log_start_offset: int,
+    take_snapshot: SnapshotTaker,
     *,
     snapshot_at: set[int],
 ) -> None:
@@ -616,7 +671,7 @@ def _replay(
         from_offset = max(segment.base_offset, state.map_end_offset, log_start_offset)
         state.update_map_end_offset(from_offset)
         if segment.base_offset in snapshot_at:
-            state.take_snapshot(sync=True)
+            take_snapshot(state)
         begin = segment.translate_offset(from_offset)
         if begin is None:
             continue

@@ -35,7 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from checkpoints.atomic import fsync_dir, remove_temporaries
+from checkpoints.atomic import fsync_dir, remove_temporaries, sync_filesystem
 from checkpoints.clean_shutdown import CLEAN_SHUTDOWN_FILE, CleanShutdownMarker
 from checkpoints.meta_properties import META_PROPERTIES_FILE
 from checkpoints.offset_checkpoint import (
@@ -372,7 +372,9 @@ class LogManager:
         done = 0
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
             futures = {
-                pool.submit(self._load_one, log_dir, path, config, rp, lso, future=future): (log_dir, path)
+                pool.submit(
+                    self._load_one, log_dir, path, config, rp, lso, future=future, sync_snapshots=False
+                ): (log_dir, path)
                 for log_dir, path, config, rp, lso, future in work
             }
             failure: BaseException | None = None
@@ -406,7 +408,19 @@ class LogManager:
         if failure is not None:
             raise failure
         for log_dir in self._dirs.values():
+            self._sync_loaded_snapshots(log_dir)
             log_dir.loaded_all = not log_dir.state.offline
+
+    def _sync_loaded_snapshots(self, log_dir: LogDir) -> None:
+        """Make the producer snapshots the loads of ``log_dir`` wrote without fsync durable with one file-system
+        sync (see ``load_log``), before anything can rely on them; an I/O error takes the dir offline. O(logs)."""
+        if log_dir.state.offline:
+            return
+        if any(log.recovery.unsynced_snapshots for log in [*log_dir.logs.values(), *log_dir.future_logs.values()]):
+            try:
+                sync_filesystem(log_dir.path)
+            except OSError as err:
+                self._dir_failure(log_dir, "syncing the producer snapshots of the load", err)
 
     def _load_one(
         self,
@@ -418,9 +432,11 @@ class LogManager:
         *,
         future: bool = False,
         clean: bool | None = None,
+        sync_snapshots: bool = True,
     ) -> Log:
         """Load the log at ``path`` for ``log_dir`` (recovering unless the dir, or ``clean``, says it shut down
-        cleanly); a ``future`` log gets no group commit or key index until it is swapped in. O(load)."""
+        cleanly); a ``future`` log gets no group commit or key index until it is swapped in. ``sync_snapshots``
+        as for ``load_log``. O(load)."""
         log = load_log(
             path,
             config,
@@ -434,6 +450,7 @@ class LogManager:
             readers=self.readers,
             run_async=self._run_async,
             producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
+            sync_snapshots=sync_snapshots,
         )
         log.dir_state = log_dir.state
         if not future:

@@ -578,6 +578,8 @@ class ProducerStateManager:
         self._snapshots: dict[int, str] = _snapshot_files(
             self._dir, _list_regular_files(self._dir) if listing is None else listing
         )
+        # Snapshots a recovery set aside (see truncate_and_reload): not used, deleted unless written again.
+        self._set_aside: dict[int, str] = {}
         self._map_end_offset = 0
         self._last_snap_offset = 0
 
@@ -727,17 +729,29 @@ class ProducerStateManager:
         return expired
 
     def truncate_and_reload(
-        self, log_start_offset: int, log_end_offset: int, now_ms: int | None = None
+        self, log_start_offset: int, log_end_offset: int, now_ms: int | None = None, *, set_aside: bool = False
     ) -> None:
         """Kafka's ``truncateAndReload``: delete snapshots above ``log_end_offset`` or at or below
         ``log_start_offset``; then, unless the map already ends at ``log_end_offset``, drop all state and load the
         newest valid snapshot (a corrupt one is deleted and the next older one tried), leaving out producers
         expired at ``now_ms`` (default: the clock). Without a snapshot the map restarts at ``log_start_offset``;
         the caller replays the log from :attr:`map_end_offset`. O(s + n) plus the snapshot reads.
+
+        ``set_aside=True`` (a recovery, which writes a snapshot after each segment it recovers) sets the snapshots
+        above ``log_end_offset`` aside instead of deleting them: no longer used, as if deleted, but
+        :meth:`take_snapshot` keeps one that already holds the bytes it would write (after a crash the recovered
+        log is mostly the same, so are its snapshots: a read instead of an unlink and a write), and
+        :meth:`delete_set_aside_snapshots` deletes the rest when the recovery ends. A crash in between leaves them
+        where they were, still above the recovery point, so the next recovery sets them aside again.
         """
         for offset in list(self._snapshots):
-            if offset > log_end_offset or offset <= log_start_offset:
+            if offset <= log_start_offset:
                 self._remove_and_delete_snapshot(offset)
+            elif offset > log_end_offset:
+                if set_aside:
+                    self._set_aside[offset] = self._snapshots.pop(offset)
+                else:
+                    self._remove_and_delete_snapshot(offset)
         if log_end_offset == self._map_end_offset:
             self.on_log_start_offset_incremented(log_start_offset)
             return
@@ -787,7 +801,9 @@ class ProducerStateManager:
 
     def take_snapshot(self, sync: bool = True) -> Path | None:
         """Write ``<map end offset>.snapshot`` unless the map has not advanced since the last snapshot; return
-        its path, or ``None`` when nothing was written. ``sync=False`` defers the fsyncs (snapshot at roll).
+        its path, or ``None`` when nothing was written. ``sync=False`` defers the fsyncs (snapshot at roll). A
+        snapshot set aside at that offset (see :meth:`truncate_and_reload`) that holds the same bytes is kept
+        (its path returned: it is the snapshot now, as durable as the old one was).
         O(n log n) for n producers (entries are written by producer id).
         """
         if self._map_end_offset <= self._last_snap_offset:
@@ -795,7 +811,8 @@ class ProducerStateManager:
         path = producer_snapshot_file(self._dir, self._map_end_offset)
         started = self._clock.monotonic_ms()
         entries = [self._producers[pid].to_snapshot_entry() for pid in sorted(self._producers)]
-        write_producer_snapshot(path, entries, sync=sync)
+        set_aside = self._set_aside.pop(self._map_end_offset, None) is not None
+        write_producer_snapshot(path, entries, sync=sync, keep_if_equal=set_aside)
         _log.info(
             "wrote producer snapshot at offset %d with %d producer ids in %d ms",
             self._map_end_offset,
@@ -830,6 +847,15 @@ class ProducerStateManager:
     def delete_snapshot(self, offset: int) -> bool:
         """Forget the snapshot at ``offset`` and delete its file; return whether a file was deleted. O(1)."""
         return self._remove_and_delete_snapshot(offset)
+
+    def delete_set_aside_snapshots(self) -> list[int]:
+        """Delete the snapshots :meth:`truncate_and_reload` set aside that were not written again; return their
+        offsets. O(s)."""
+        doomed = sorted(self._set_aside)
+        for offset in doomed:
+            self._snapshots[offset] = self._set_aside.pop(offset)
+            self._remove_and_delete_snapshot(offset)
+        return doomed
 
     def _remove_and_delete_snapshot(self, offset: int) -> bool:
         name = self._snapshots.pop(offset, None)

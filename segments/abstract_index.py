@@ -270,7 +270,11 @@ class AbstractIndex(_native_index.IndexEntries, ABC, Generic[EntryT]):
         self._forget_last()
         self.resize(max(capacity, len(entries)))
         if entries:
-            self._buffer()[: len(entries)] = entries
+            buffer = self._buffer()
+            # Recovery mostly rebuilds the entries the file holds: an identical write would still dirty the pages,
+            # which the load's file-system sync (and writeback) then has to write.
+            if buffer[: len(entries)] != entries:
+                buffer[: len(entries)] = entries
         self._entries = len(entries) // self.entry_size
 
     def resize(self, new_size: int) -> bool:

@@ -644,7 +644,8 @@ class LogSegment:
         """Rebuild all three indexes from the ``.log`` with Kafka's recovery rule, without touching the ``.log``.
         O(size): a compiled header walk with CRC (:class:`segments._native.batches.RecoveryScan`, GIL released
         over the CRCs); only control batches are decoded. The rebuilt offset and time indexes are written in one
-        go, sized to their entries (plus the time index's reserved slot), as :meth:`recover` leaves them.
+        go, sized to their entries (plus a slot for the time index's final entry when :meth:`recover` or a close will
+        append one), as :meth:`recover` leaves them.
 
         ``transactions`` carries transactions opened in earlier segments (a fresh tracker when ``None``);
         ``observer`` sees, in order, every valid magic-2 batch that can change producer state or the leader-epoch
@@ -689,9 +690,10 @@ class LogSegment:
                 offset_index.load_entries(
                     scan.offset_entries, offset_index.max_index_size if rejected else len(scan.offset_entries)
                 )
+                time_entries = scan.time_entries
                 time_index.load_entries(
-                    scan.time_entries,
-                    time_index.max_index_size if rejected else len(scan.time_entries) + time_index.entry_size,
+                    time_entries,
+                    time_index.max_index_size if rejected else len(time_entries) + self._final_time_slot(scan, time_entries),
                 )
             if rejected is not None:
                 offset, position, timestamp, timestamp_offset = rejected
@@ -702,6 +704,17 @@ class LogSegment:
         self._max_timestamp_and_offset = TimestampOffset(scan.max_timestamp, scan.offset_of_max_timestamp)
         self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry
         return RecoveryResult(scan.valid_bytes, self.size - scan.valid_bytes, scan.batches, error)
+
+    @staticmethod
+    def _final_time_slot(scan: RecoveryScan, time_entries: bytes) -> int:
+        """Bytes to leave after the rebuilt time entries for the final entry (the max timestamp) that recovery and
+        close append: one entry when :meth:`TimeIndex.maybe_append` will take it (a timestamp above the last
+        entry's), else none. The file then already has its final length, so the trim after that append changes
+        nothing: a grow and a shrink of the file cost a file-system transaction each."""
+        last_timestamp = (
+            int.from_bytes(time_entries[-TimeIndex.entry_size : -4], "big", signed=True) if time_entries else NO_TIMESTAMP
+        )
+        return TimeIndex.entry_size if scan.max_timestamp > last_timestamp else 0
 
     def recovery_scan(
         self,

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry
+from checkpoints.producer_snapshot import ProducerSnapshotEntry, serialize_producer_snapshot
 from logmgr.clock import ManualClock
 from logmgr.config import LogConfig
 from logmgr.log import Isolation, Log
@@ -572,6 +573,29 @@ def test_stray_snapshots_are_removed_on_load(pdir: Path) -> None:
     assert not stray.exists()
     assert not above.exists()
     assert 999 not in log.producer_state.snapshot_offsets()
+
+
+def test_recovery_keeps_the_snapshots_it_would_write_again_and_replaces_or_deletes_the_rest(pdir: Path) -> None:
+    open_first, leo = _transactional_log(pdir)
+    log = open_log(pdir, clean=False, recovery_point=0)
+    log.close()
+    written = {path.name: path.read_bytes() for path in pdir.glob("*.snapshot")}
+    kept, changed = sorted(int(name[:20]) for name in written)[-3:-1]
+    # An old modification time tells the kept file from a new one (an inode number may be reused).
+    os.utime(producer_snapshot_file(pdir, kept), ns=(T0 * 1_000_000, T0 * 1_000_000))
+    # Valid snapshots the log does not produce: another producer at one offset, one above the log end.
+    other = producer_snapshot_file(pdir, changed)
+    other.write_bytes(serialize_producer_snapshot([ProducerSnapshotEntry(7, 0, 0, 0, 0, T0, -1, -1)]))
+    above = producer_snapshot_file(pdir, leo + 100)
+    above.write_bytes(written[other.name])
+    log = open_log(pdir, clean=False, recovery_point=0)
+    _assert_open_transaction(log, open_first, leo)
+    # Set aside by the recovery of the first segment, then: the same bytes kept (no write, no unlink), other bytes
+    # replaced by the log's, the one no recovered segment ends at deleted.
+    assert producer_snapshot_file(pdir, kept).stat().st_mtime_ns == T0 * 1_000_000
+    assert {path.name: path.read_bytes() for path in pdir.glob("*.snapshot")} == written
+    assert not above.exists()
+    assert log.recovery.unsynced_snapshots >= len(written)
 
 
 def test_aborted_transactions_are_rewritten_to_the_txnindex_by_recovery(pdir: Path) -> None:

@@ -982,6 +982,9 @@ cdef class RecoveryScan(BatchWalk):
         counts at their maximum size; ``check_continues(first, last, next_offset, next_segment_base, position)``
         raises for offsets that do not continue the segment."""
         BatchWalk.__init__(self, read, 0, limit, path=path)
+        # Recovery reads the whole file: one read of it (up to the largest window) rather than windows growing
+        # from 64 KiB, each re-reading the batch cut by the previous one (_fetch doubles this first).
+        self._window_size = (min(max(limit, FIRST_WINDOW_BYTES), WINDOW_BYTES) + 1) // 2
         self._base_offset = base_offset
         self._has_next_base = next_segment_base is not None
         self._next_base = next_segment_base if self._has_next_base else 0
