@@ -2,7 +2,9 @@
 
 The future log (``<topic>-<partition>.<uniqueId>-future`` in the target log dir) receives the current log's batches
 as a follower append (offsets, leader epochs and producer ids kept; its producer state, leader-epoch cache and
-indexes are built by those appends, as Kafka's future replica builds them), from the current log start on. The
+indexes are built by those appends, as Kafka's future replica builds them), from the current log start on. Magic
+0/1 entries (a log written before magic 2) are appended as they are, as Kafka's follower takes any magic: the
+moved ``.log`` bytes are the current's. The
 copier reads the current log without its writer lock; the :class:`~logmgr.log_manager.LogManager` then takes the
 lock for the final catch-up and the swap.
 
