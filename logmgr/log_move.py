@@ -31,6 +31,7 @@ from pathlib import Path
 
 from logmgr.errors import LogmgrError, OffsetOutOfRangeError
 from logmgr.log import Isolation, Log
+from segments.errors import CorruptRecordError
 from segments.file_records import iter_batches
 from segments.naming import TopicPartition
 
@@ -128,7 +129,12 @@ class LogMove:
         batches = list(iter_batches(fetched.records))
         if not batches:
             return None
-        first_base = batches[0].batch.base_offset
+        try:
+            first_base = batches[0].batch.base_offset
+        except CorruptRecordError:
+            # A legacy wrapper whose first offset cannot be decompressed: the follower append refuses it, typed and
+            # located, before anything of it is written.
+            first_base = read_from
         # A fetch may end inside a batch (a byte limit); the partial batch is fetched again by the next step.
         records = fetched.records[: batches[-1].end_position]
         with future._lock:

@@ -28,7 +28,7 @@ from checkpoints.partition_metadata import PARTITION_METADATA_FILE, read_partiti
 from cli.info_cmd import info
 from logmgr.clock import ManualClock
 from logmgr.config import BrokerConfig
-from logmgr.errors import KafkaStorageError, LogmgrError
+from logmgr.errors import InvalidRecordError, KafkaStorageError, LogmgrError
 from logmgr.log import Isolation, Log
 from logmgr.log_manager import JOB_ALTER_LOG_DIRS, LogManager
 from logmgr.log_move import LogMoveCancelledError
@@ -671,3 +671,34 @@ def on_event(step: str) -> None:
 
 m.move_log("t", 0, d2, on_event=on_event, chunk_bytes=150)
 """
+
+
+@pytest.mark.parametrize(
+    ("name", "at"),
+    [
+        pytest.param("magic1", 100, id="plain-message-crc"),
+        pytest.param("magic0-gzip", 40, id="first-wrapper-value"),
+        pytest.param("magic0-gzip", 200, id="later-wrapper-value"),
+    ],
+)
+def test_a_corrupt_legacy_entry_fails_the_move_typed_and_undoes_it(
+    make: Factory, dirs: tuple[Path, Path], name: str, at: int
+) -> None:
+    """A damaged entry in a log loaded clean (so not recovered): the future's follower append refuses it with
+    InvalidRecordError, even a wrapper whose first offset cannot be decompressed; the future log is deleted and the
+    current keeps its bytes."""
+    write_legacy_log(dirs[0], LEGACY_LOGS[name])
+    m = make()
+    m.startup()
+    m.shutdown()
+    path = log_file(dirs[0] / "t-0", 0)
+    damaged = bytearray(path.read_bytes())
+    damaged[at] ^= 0x5A
+    path.write_bytes(bytes(damaged))
+    m = make()
+    m.startup()
+    with pytest.raises(InvalidRecordError, match="record is corrupt"):
+        m.move_log("t", 0, dirs[1], chunk_bytes=60)
+    assert futures_in(dirs[1]) == [] and m.future_logs() == [] and live_dirs(dirs) == [dirs[0] / "t-0"]
+    current = m.get_log(TP)
+    assert current is not None and log_bytes(current).startswith(bytes(damaged))
