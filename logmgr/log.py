@@ -64,6 +64,7 @@ from segments.errors import CorruptRecordError
 from segments.file_records import FileBatch, iter_batches, open_no_follow
 from segments.java_numbers import INT64_MAX
 from segments.key_index import key_index_file
+from segments.legacy import LegacyRecordBatch
 from segments.log_segment import LogSegment
 from segments.naming import (
     TopicPartition,
@@ -73,6 +74,7 @@ from segments.naming import (
 )
 from segments.records import (
     DEFAULT_DECODE_LIMITS,
+    MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
     NO_TIMESTAMP,
     ControlRecordType,
@@ -447,27 +449,36 @@ class Log:
             raise self._io_failure("append", err) from err
 
     def append_as_follower(self, records: bytes) -> LogAppendInfo:
-        """Append batches with their offsets as given (replication, restore): strictly increasing and starting at
-        or above the log end offset. O(size)."""
+        """Append batches with their offsets as given (replication, restore, an intra-broker move): strictly
+        increasing and starting at or above the log end offset. Magic 0/1 entries are taken as they are, bytes
+        unchanged (Kafka's ``appendAsFollower``), once decoded whole: CRC-32, message, a wrapper's inner set.
+        O(size)."""
         return self._append(records, leader=False, leader_epoch=NO_PARTITION_LEADER_EPOCH, origin=AppendOrigin.REPLICATION)
 
     def _validate(self, records: bytes, leader: bool) -> AppendScan:
-        """Kafka's checks of every batch before an append, in its order (batch by batch: the file rule, magic 2,
-        ``max.message.bytes``, CRC, record count, the offset range and, on a leader, that ``lastOffsetDelta + 1``
-        is the record count, record framing): one native walk, then the framing of the compressed batches the
-        walk passed (their records need the decompressor), each before any later flaw. O(size)."""
+        """Kafka's checks of every batch before an append, in its order (batch by batch: the file rule, magic 2
+        (magic 0/1 too on a follower), ``max.message.bytes``, CRC, record count, the offset range and, on a
+        leader, that ``lastOffsetDelta + 1`` is the record count, record framing): one native walk, then the
+        batches the walk passed whose records need the decompressor or the legacy reader, each before any later
+        flaw: the framing of compressed magic-2 batches, the whole decode of legacy ones. O(size)."""
         max_message_bytes = self.config.max_message_bytes
         scan = scan_append(records, max_message_bytes, leader)
-        if scan.failure == SCAN_OK and not scan.compressed_batches:
+        if scan.failure == SCAN_OK and not scan.compressed_batches and not scan.legacy_batches:
             return scan
-        if scan.compressed_batches:
+        if scan.compressed_batches or scan.legacy_batches:
             limits = DecodeLimits.for_max_message_bytes(max_message_bytes)
             view = memoryview(records)
-            for start, end in scan.spans(compressed=True):
+            legacy: list[tuple[int, int]] = []
+            for start, end in scan.spans(compressed=True, legacy=True):
                 try:
-                    DefaultRecordBatch(view[start:end]).validate_record_framing(limits)
+                    if view[start + 16] == MAGIC_V2:
+                        DefaultRecordBatch(view[start:end]).validate_record_framing(limits)
+                    else:
+                        legacy.append(self._decode_legacy(LegacyRecordBatch(view[start:end]), start, limits))
                 except CorruptRecordError as err:
                     raise self._invalid_batch(start, err) from err
+            if scan.failure == SCAN_OK and legacy:
+                scan.decoded_legacy(legacy)
         failure = scan.failure
         if failure == SCAN_OK:
             return scan
@@ -485,6 +496,25 @@ class Log:
                 f"{max_message_bytes}"
             )
         raise InvalidRecordError(f"{self.topic_partition}: an append must hold one or more whole batches")
+
+    def _decode_legacy(self, batch: LegacyRecordBatch, position: int, limits: DecodeLimits) -> tuple[int, int]:
+        """``(first offset, record count)`` of a legacy entry a follower appends, decoded as a consumer checking
+        CRCs reads it (the legacy reader: CRC-32, message layout, a wrapper's inner set), so no corrupt entry is
+        ever kept; its offsets must form a range within one segment (Kafka's ``validateBatch``: first <= last,
+        here also last - first < 2^31). O(size), a wrapper decompressed once within ``limits``."""
+        first = -1
+        count = 0
+        for record in batch.iter_records(limits):
+            if count == 0:
+                first = record.offset
+            count += 1
+        last = batch.last_offset
+        if not 0 <= last - first <= _INT32_MAX:
+            raise InvalidRecordError(
+                f"{self.topic_partition}: invalid batch at position {position}: Batch has an invalid offset range: "
+                f"[{first}, {last}]"
+            )
+        return first, count
 
     def _invalid_batch(self, position: int, err: CorruptRecordError) -> InvalidRecordError:
         return InvalidRecordError(f"{self.topic_partition}: invalid batch at position {position}: {err}")

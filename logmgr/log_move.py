@@ -2,7 +2,9 @@
 
 The future log (``<topic>-<partition>.<uniqueId>-future`` in the target log dir) receives the current log's batches
 as a follower append (offsets, leader epochs and producer ids kept; its producer state, leader-epoch cache and
-indexes are built by those appends, as Kafka's future replica builds them), from the current log start on. The
+indexes are built by those appends, as Kafka's future replica builds them), from the current log start on. Magic
+0/1 entries (a log written before magic 2) are appended as they are, as Kafka's follower takes any magic: the
+moved ``.log`` bytes are the current's. The
 copier reads the current log without its writer lock; the :class:`~logmgr.log_manager.LogManager` then takes the
 lock for the final catch-up and the swap.
 
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from logmgr.errors import LogmgrError, OffsetOutOfRangeError
 from logmgr.log import Isolation, Log
+from segments.errors import CorruptRecordError
 from segments.file_records import iter_batches
 from segments.naming import TopicPartition
 
@@ -126,7 +129,12 @@ class LogMove:
         batches = list(iter_batches(fetched.records))
         if not batches:
             return None
-        first_base = batches[0].batch.base_offset
+        try:
+            first_base = batches[0].batch.base_offset
+        except CorruptRecordError:
+            # A legacy wrapper whose first offset cannot be decompressed: the follower append refuses it, typed and
+            # located, before anything of it is written.
+            first_base = read_from
         # A fetch may end inside a batch (a byte limit); the partial batch is fetched again by the next step.
         records = fetched.records[: batches[-1].end_position]
         with future._lock:

@@ -18,14 +18,19 @@ from cli.move_log_cmd import move_log
 from tests import test_log_move
 from tests.conftest import FAILURE_DEADLINE_S
 from tests.test_log_move import (
+    LEGACY_LOGS,
     TP,
     Factory,
+    LogView,
+    assert_reopens_as_is,
     expected,
     futures_in,
     live_dirs,
+    log_bytes,
     start_in_d1,
     stop_mid_copy,
     values,
+    write_legacy_log,
 )
 
 dirs = test_log_move.dirs  # the move tests' fixtures: d1 and d2, managers shut down after
@@ -172,3 +177,21 @@ def test_a_locked_dir_exits_3_and_changes_nothing(make: Factory, dirs: tuple[Pat
         holder.stdin.close()
         holder.wait(timeout=FAILURE_DEADLINE_S)
     assert tree_hash(d1, d2) == before
+
+
+def test_a_legacy_log_moves_byte_for_byte(make: Factory, dirs: tuple[Path, Path]) -> None:
+    """``logmgr move-log`` of a log written before magic 2 (magic 1 plain and lz4, magic 0 gzip): the moved
+    ``.log`` bytes are the source's and it reads as it did."""
+    d1, d2 = dirs
+    write_legacy_log(d1, LEGACY_LOGS["magic1-lz4"])
+    m = make()
+    m.startup()
+    current = m.get_log(TP)
+    assert current is not None
+    source, view = log_bytes(current), LogView.of(current)
+    m.shutdown()
+    code, out = run(str(d1), str(d2), "t-0", "--to", str(d2))
+    assert code == 0, out
+    assert f"moved t-0 to {d2}" in out
+    assert live_dirs(dirs) == [d2 / "t-0"] and futures_in(d2) == []
+    assert_reopens_as_is(make, {}, source, view)

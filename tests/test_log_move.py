@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,19 @@ from checkpoints.partition_metadata import PARTITION_METADATA_FILE, read_partiti
 from cli.info_cmd import info
 from logmgr.clock import ManualClock
 from logmgr.config import BrokerConfig
-from logmgr.errors import KafkaStorageError, LogmgrError
-from logmgr.log import Log
+from logmgr.errors import InvalidRecordError, KafkaStorageError, LogmgrError
+from logmgr.log import Isolation, Log
 from logmgr.log_manager import JOB_ALTER_LOG_DIRS, LogManager
 from logmgr.log_move import LogMoveCancelledError
 from logmgr.scheduler import ManualScheduler
-from segments.naming import TopicPartition, offset_from_file_name
+from logmgr.verify import verify_paths
+from segments.compression import CompressionType
+from segments.file_records import iter_batches
+from segments.naming import TopicPartition, log_file, offset_from_file_name
 from segments.records import SimpleRecord
 from tests.conftest import FAILURE_DEADLINE_S, ContendedLock, calm_disk, child_env, wait_until
+from tests.test_legacy_follower import legacy_batch
+from tests.test_log_loader import read_legacy
 from tests.test_log_manager import BASE_PROPS, DELETE_DELAY, T0, read_all
 
 TP = TopicPartition("t", 0)
@@ -473,3 +479,226 @@ def test_a_crash_at_each_step_of_the_move_loads_one_whole_log(make: Factory, dir
     append(log, 2)
     assert values(log)[-1] == (31, b"v31")
 
+
+
+# -- legacy logs (magic 0/1 segments, written before magic 2) --------------------------------------------------------
+
+KAFKA_GENERATED = Path("/work/shared/fixtures/kafka-clients-generated")
+
+LEGACY_LOGS: dict[str, list[tuple[int, bytes]]] = {
+    # name: the segments of t-0 as (base offset, .log bytes); values v<offset>, timestamps T0 + offset (magic 1).
+    "magic0": [(0, legacy_batch(0, None, 0, 12))],
+    "magic1": [(0, legacy_batch(1, None, 0, 7)), (7, legacy_batch(1, None, 7, 5, ts=T0 + 7))],
+    "magic0-gzip": [(0, b"".join(legacy_batch(0, CompressionType.GZIP, o, 3) for o in range(0, 12, 3)))],
+    "magic1-snappy": [(0, b"".join(legacy_batch(1, CompressionType.SNAPPY, o, 4, ts=T0 + o) for o in range(0, 12, 4)))],
+    "magic1-lz4": [
+        (0, legacy_batch(1, CompressionType.LZ4, 0, 5) + legacy_batch(1, None, 5, 2, ts=T0 + 5)),
+        (7, legacy_batch(0, CompressionType.GZIP, 7, 5)),
+    ],
+}
+
+
+def write_legacy_log(d1: Path, segments: list[tuple[int, bytes]]) -> None:
+    """``t-0`` in d1 made of ``segments`` (no index, snapshot or checkpoint: the first start recovers them)."""
+    pdir = d1 / "t-0"
+    pdir.mkdir(parents=True)
+    for base, data in segments:
+        log_file(pdir, base).write_bytes(data)
+
+
+def log_bytes(log: Log) -> bytes:
+    """The ``.log`` bytes of ``log``'s segments in offset order (the future log rolls by its own size rule, so
+    segment boundaries may differ: the bytes may not). O(size)."""
+    return b"".join(segment.log.read(0, segment.size) for segment in log.segments.values())
+
+
+@dataclass(frozen=True)
+class LogView:
+    """What a reader sees of a log: every record, the batch bytes served at each offset, timestamp lookups,
+    producer state and leader epochs."""
+
+    records: list[tuple[int, bytes | None]]
+    served: list[bytes]
+    by_timestamp: list[tuple[int, int] | None]
+    producers: dict[int, tuple[int, int, int]]
+    epochs: list[tuple[int, int]]
+
+    @classmethod
+    def of(cls, log: Log) -> LogView:
+        offsets = range(log.log_start_offset, log.log_end_offset)
+        served = []
+        for offset in offsets:
+            fetched = log.read(offset, 1, isolation=Isolation.LOG_END)
+            served.append(fetched.records[: next(iter_batches(fetched.records)).end_position])
+        return cls(
+            read_legacy(log),
+            served,
+            [log.offset_for_timestamp(ts) for ts in (-2, -1, -3, T0 - 1, T0, T0 + 3, T0 + 8, T0 + 11, T0 + 100)],
+            {pid: (e.producer_epoch, e.last_seq, e.last_data_offset) for pid, e in log.producer_state.active_producers.items()},
+            [(e.epoch, e.start_offset) for e in log.leader_epochs.entries],
+        )
+
+
+def assert_moved_as_is(dirs: tuple[Path, Path], source: bytes, view: LogView, moved: Log) -> None:
+    """The moved log in d2 holds the source's bytes and reads as it did."""
+    assert moved.dir == dirs[1] / "t-0" and live_dirs(dirs) == [moved.dir] and futures_in(dirs[1]) == []
+    assert log_bytes(moved) == source
+    assert LogView.of(moved) == view
+    moved._check()
+
+
+def assert_reopens_as_is(make: Factory, props: dict[str, str], source: bytes, view: LogView) -> None:
+    """After a restart the moved log still holds the source's bytes and reads as it did; its dir verifies (indexes
+    consistent with the segments). The manager that moved it must be shut down."""
+    again = make(props)
+    again.startup()
+    reopened = again.get_log(TP)
+    assert reopened is not None and log_bytes(reopened) == source and LogView.of(reopened) == view
+    again.shutdown()
+    report = verify_paths([reopened.dir])
+    assert report.ok, report.problems
+
+
+@pytest.mark.parametrize("name", list(LEGACY_LOGS))
+def test_a_legacy_log_moves_byte_for_byte(make: Factory, dirs: tuple[Path, Path], name: str) -> None:
+    write_legacy_log(dirs[0], LEGACY_LOGS[name])
+    m = make({"log.segment.bytes": "200"})
+    m.startup()
+    current = m.get_log(TP)
+    assert current is not None and current.log_end_offset == 12
+    source, view = log_bytes(current), LogView.of(current)
+    assert source == b"".join(data for _, data in LEGACY_LOGS[name])
+    assert view.records == expected(range(12))
+    moved = m.move_log("t", 0, dirs[1], chunk_bytes=150)
+    # segment.bytes 200: the future rolled by its own rule.
+    assert len(moved.segments) > 1
+    assert_moved_as_is(dirs, source, view, moved)
+    m.shutdown()
+    assert_reopens_as_is(make, {"log.segment.bytes": "200"}, source, view)
+
+
+@pytest.mark.parametrize("folder", ["magic0-0", "magic0-lz4-0", "magic1-0"])
+def test_kafka_written_legacy_segments_move_byte_for_byte(make: Factory, dirs: tuple[Path, Path], folder: str) -> None:
+    fixture = KAFKA_GENERATED / folder / "00000000000000000000.log"
+    if not fixture.is_file():
+        pytest.skip(f"{fixture} is absent (the shared Kafka-generated fixtures are not mounted)")
+    write_legacy_log(dirs[0], [(0, fixture.read_bytes())])
+    # The lz4 fixture holds a 467-byte wrapper: segments must hold it.
+    m = make({"log.segment.bytes": "600"})
+    m.startup()
+    current = m.get_log(TP)
+    assert current is not None
+    source, view = log_bytes(current), LogView.of(current)
+    assert source == fixture.read_bytes()
+    records = [json.loads(line) for line in (fixture.parent / "expected.jsonl").read_text().splitlines()]
+    assert [offset for offset, _ in view.records] == [r["offset"] for r in records]
+    moved = m.move_log("t", 0, dirs[1], chunk_bytes=200)
+    assert_moved_as_is(dirs, source, view, moved)
+    m.shutdown()
+    assert_reopens_as_is(make, {"log.segment.bytes": "600"}, source, view)
+
+
+def test_a_mixed_log_moves_with_its_producer_state_and_epochs(make: Factory, dirs: tuple[Path, Path]) -> None:
+    """Legacy segments, then magic-2 batches of an idempotent producer under two leader epochs."""
+    write_legacy_log(dirs[0], LEGACY_LOGS["magic1-lz4"])
+    m = make()
+    m.startup()
+    current = m.get_log(TP)
+    assert current is not None
+    current.roll()
+    for n in range(6):
+        current.append_records(
+            [SimpleRecord(b"v%d" % current.log_end_offset, b"key", T0 + 12 + n)], producer_id=42, producer_epoch=3,
+            base_sequence=n, leader_epoch=5 if n < 3 else 6,
+        )
+    source, view = log_bytes(current), LogView.of(current)
+    assert view.records == expected(range(18))
+    assert view.producers == {42: (3, 5, 17)} and view.epochs == [(5, 12), (6, 15)]
+    moved = m.move_log("t", 0, dirs[1], chunk_bytes=150)
+    assert_moved_as_is(dirs, source, view, moved)
+    m.shutdown()
+    assert_reopens_as_is(make, {}, source, view)
+
+
+def test_a_crash_in_the_middle_of_a_legacy_copy_resumes_it(make: Factory, dirs: tuple[Path, Path]) -> None:
+    """SIGKILL after two copy steps of a legacy log: the next start loads (recovers) the partial future log, whose
+    legacy segments are resumed from, and the move completes with the source's bytes."""
+    write_legacy_log(dirs[0], LEGACY_LOGS["magic1-snappy"] + [(12, legacy_batch(0, None, 12, 6))])
+    dirs[1].mkdir()
+    m = make()
+    m.startup()
+    current = m.get_log(TP)
+    assert current is not None
+    source, view = log_bytes(current), LogView.of(current)
+    m.shutdown()
+    child = subprocess.run(
+        [sys.executable, "-c", _LEGACY_CHILD, str(dirs[0]), str(dirs[1])], env=child_env(), capture_output=True,
+        timeout=FAILURE_DEADLINE_S,
+    )
+    assert child.returncode == -9, child.stderr.decode()
+    (future,) = futures_in(dirs[1])
+    assert 0 < sum(p.stat().st_size for p in future.glob("*.log")) < len(source)
+    m = make()
+    m.startup()
+    (move,) = m.future_logs()
+    assert 0 < move.future.log_end_offset < 18
+    sched = m.scheduler
+    assert isinstance(sched, ManualScheduler)
+    sched.advance(0)
+    moved = m.get_log(TP)
+    assert moved is not None
+    assert_moved_as_is(dirs, source, view, moved)
+    m.shutdown()
+    assert_reopens_as_is(make, {}, source, view)
+
+
+_LEGACY_CHILD = """
+import os, signal, sys
+from pathlib import Path
+from logmgr.config import BrokerConfig
+from logmgr.log_manager import LogManager
+
+d1, d2 = Path(sys.argv[1]), Path(sys.argv[2])
+config = BrokerConfig.from_properties({"log.dirs": f"{d1},{d2}", "log.segment.bytes": "420", "log.index.interval.bytes": "100"})
+m = LogManager(config)
+m.startup()
+steps = []
+
+def on_event(step: str) -> None:
+    steps.append(step)
+    if len(steps) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+m.move_log("t", 0, d2, on_event=on_event, chunk_bytes=150)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "at"),
+    [
+        pytest.param("magic1", 100, id="plain-message-crc"),
+        pytest.param("magic0-gzip", 40, id="first-wrapper-value"),
+        pytest.param("magic0-gzip", 200, id="later-wrapper-value"),
+    ],
+)
+def test_a_corrupt_legacy_entry_fails_the_move_typed_and_undoes_it(
+    make: Factory, dirs: tuple[Path, Path], name: str, at: int
+) -> None:
+    """A damaged entry in a log loaded clean (so not recovered): the future's follower append refuses it with
+    InvalidRecordError, even a wrapper whose first offset cannot be decompressed; the future log is deleted and the
+    current keeps its bytes."""
+    write_legacy_log(dirs[0], LEGACY_LOGS[name])
+    m = make()
+    m.startup()
+    m.shutdown()
+    path = log_file(dirs[0] / "t-0", 0)
+    damaged = bytearray(path.read_bytes())
+    damaged[at] ^= 0x5A
+    path.write_bytes(bytes(damaged))
+    m = make()
+    m.startup()
+    with pytest.raises(InvalidRecordError, match="record is corrupt"):
+        m.move_log("t", 0, dirs[1], chunk_bytes=60)
+    assert futures_in(dirs[1]) == [] and m.future_logs() == [] and live_dirs(dirs) == [dirs[0] / "t-0"]
+    current = m.get_log(TP)
+    assert current is not None and log_bytes(current).startswith(bytes(damaged))

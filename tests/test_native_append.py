@@ -1,7 +1,8 @@
 """The native append path (``segments._native.append`` behind ``Log.append_as_leader`` / ``append_as_follower``)
 against a reference that follows Kafka's documented checks with the format layer's Python views: the batch walk
-(file rule), magic 2, ``max.message.bytes``, ``ensureValid`` (CRC, record count), the record framing (also of
-compressed batches, after decompression), then offsets, leader epoch and LogAppendTime stamping.
+(file rule), magic 2 (a follower also takes magic 0/1 entries as they are, decoded whole by the legacy reader),
+``max.message.bytes``, ``ensureValid`` (CRC, record count), the record framing (also of compressed batches, after
+decompression), then offsets, leader epoch and LogAppendTime stamping.
 
 Generated appends, and mutated or arbitrary bytes (with CRCs fixed up, so the deeper checks are reached): both
 sides accept with the same bytes on disk and the same ``LogAppendInfo``, or both refuse with the same error type
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +40,9 @@ from segments._native.append import (
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError
 from segments.file_records import iter_batches
-from segments.records import DecodeLimits, DefaultRecordBatch, SimpleRecord, build_batch
+from segments.legacy import LegacyRecordBatch
+from segments.records import DecodeLimits, DefaultRecordBatch, RecordBatch, SimpleRecord, build_batch
+from tests.test_legacy import LEGACY_CODECS, entry, message, wrapper
 
 T0 = 1_700_000_000_000
 MAX_MESSAGE_BYTES = 4_000
@@ -70,11 +74,27 @@ def reference_append(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> Refused | Accepted:
     """Kafka's validation and stamping of one append, batch by batch, with the format layer's lazy views."""
-    batches: list[DefaultRecordBatch] = []
+    batches: list[RecordBatch] = []
     position = 0
     try:
         for found in iter_batches(records):
             batch = found.batch
+            if isinstance(batch, LegacyRecordBatch) and not leader:
+                if batch.size_in_bytes > max_message_bytes:
+                    return Refused(
+                        RecordBatchTooLargeError,
+                        f"{tp}: batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_message_bytes}",
+                    )
+                list(batch.iter_records(DecodeLimits.for_max_message_bytes(max_message_bytes)))
+                if not 0 <= batch.last_offset - batch.base_offset <= (1 << 31) - 1:
+                    return Refused(
+                        InvalidRecordError,
+                        f"{tp}: invalid batch at position {found.position}: Batch has an invalid offset range: "
+                        f"[{batch.base_offset}, {batch.last_offset}]",
+                    )
+                batches.append(batch)
+                position = found.end_position
+                continue
             if not isinstance(batch, DefaultRecordBatch) or batch.magic != 2:
                 return Refused(InvalidRecordError, f"{tp}: only magic 2 batches can be appended")
             if batch.size_in_bytes > max_message_bytes:
@@ -98,6 +118,7 @@ def reference_append(
     stamped = []
     for batch in batches:
         if leader:
+            assert isinstance(batch, DefaultRecordBatch)
             out = bytearray(batch.raw_bytes())
             struct.pack_into(">q", out, 0, next_offset)
             struct.pack_into(">i", out, 12, leader_epoch)
@@ -128,7 +149,7 @@ def reference_append(
         top.max_timestamp,
         top.last_offset,
         len(stamped),
-        sum(b.records_count for b in stamped),
+        sum(b.records_count if isinstance(b, DefaultRecordBatch) else b.count_records() for b in stamped),
     )
 
 
@@ -150,8 +171,8 @@ def reference_offset_checks(batch: DefaultRecordBatch, *, leader: bool) -> str |
 
 
 def fix_crcs(data: bytes | bytearray) -> bytes:
-    """``data`` with the CRC of every magic-2 batch the walk can frame recomputed, so mutations reach the checks
-    after the CRC. O(size)."""
+    """``data`` with the CRC of every batch the walk can frame recomputed (magic 2's CRC-32C, a legacy entry's
+    CRC-32), so mutations reach the checks after the CRC. O(size)."""
     out = bytearray(data)
     position = 0
     while len(out) - position > 17:
@@ -160,6 +181,8 @@ def fix_crcs(data: bytes | bytearray) -> bytes:
             break
         if out[position + 16] == 2 and size + 12 >= 61:
             struct.pack_into(">I", out, position + 17, crc32c(bytes(out[position + 21 : position + 12 + size])))
+        elif out[position + 16] in (0, 1):
+            struct.pack_into(">I", out, position + 12, zlib.crc32(bytes(out[position + 16 : position + 12 + size])))
         position += 12 + size
     return bytes(out)
 
@@ -193,8 +216,38 @@ def appends(draw: st.DrawFn) -> bytes:
 
 
 @st.composite
+def legacy_appends(draw: st.DrawFn) -> bytes:
+    """One to three magic 0/1 entries (plain messages or compressed wrappers) with increasing offsets, sometimes
+    followed by a magic-2 batch: what a follower copies from a log written before magic 2."""
+    out = []
+    offset = draw(st.integers(0, 50))
+    for _ in range(draw(st.integers(1, 3))):
+        magic = draw(st.sampled_from([0, 1]))
+        values = draw(st.lists(st.one_of(st.none(), st.binary(max_size=40)), min_size=1, max_size=4))
+        timestamp = draw(st.integers(T0 - 10_000, T0 + 10_000))
+        codec = draw(st.sampled_from([None, *LEGACY_CODECS]))
+        if codec is None:
+            for value in values:
+                out.append(entry(offset, message(magic, b"k", value, timestamp=timestamp)))
+                offset += 1
+        else:
+            inner = [
+                (i if magic == 1 else offset + i, message(magic, None, value, timestamp=timestamp + i))
+                for i, value in enumerate(values)
+            ]
+            out.append(wrapper(magic, codec, offset + len(values) - 1, inner, timestamp=timestamp + len(values) - 1))
+            offset += len(values)
+        offset += draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        built = bytearray(build_batch(draw(_records)))
+        struct.pack_into(">q", built, 0, offset)
+        out.append(bytes(built))
+    return b"".join(out)
+
+
+@st.composite
 def mutated(draw: st.DrawFn) -> bytes:
-    data = bytearray(draw(appends()))
+    data = bytearray(draw(st.one_of(appends(), legacy_appends())))
     for _ in range(draw(st.integers(1, 4))):
         data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
     if draw(st.booleans()):
@@ -219,7 +272,7 @@ def mutated_inside(draw: st.DrawFn) -> bytes:
     return fix_crcs(data)
 
 
-inputs = st.one_of(appends(), mutated(), mutated_inside(), st.binary(max_size=200).map(fix_crcs))
+inputs = st.one_of(appends(), legacy_appends(), mutated(), mutated_inside(), st.binary(max_size=200).map(fix_crcs))
 
 
 def new_log(root: Path, clock: ManualClock, **props: str) -> Log:
@@ -285,9 +338,16 @@ def test_scan_classifies_every_input_as_the_reference_does(data: bytes, max_mess
         data, "t-0", leader=False, log_end=0, leader_epoch=-1, append_time=None, max_message_bytes=max_message_bytes
     )
     limits = DecodeLimits.for_max_message_bytes(max_message_bytes)
-    for start, end in scan.spans(compressed=True):
+    for start, end in scan.spans(compressed=True, legacy=True):
         try:
-            DefaultRecordBatch(data[start:end]).validate_record_framing(limits)
+            if data[start + 16] == 2:
+                DefaultRecordBatch(data[start:end]).validate_record_framing(limits)
+            else:
+                legacy = LegacyRecordBatch(data[start:end])
+                list(legacy.iter_records(limits))
+                if not 0 <= legacy.last_offset - legacy.base_offset <= (1 << 31) - 1:
+                    assert isinstance(expected, Refused) and "invalid offset range" in expected.message
+                    return
         except CorruptRecordError as err:
             assert expected == Refused(InvalidRecordError, f"t-0: invalid batch at position {start}: {err}")
             return

@@ -3,6 +3,11 @@
 magic-2 batches): one native walk validates every batch and gathers what the log needs, then the leader's copy is
 stamped with offsets, leader epoch and (LogAppendTime topics) the append time.
 
+A follower also takes magic 0/1 entries as they are (Kafka's ``appendAsFollower``: no conversion, offsets kept):
+the walk reads their header facts (last offset, max timestamp; no leader epoch, no producer) and leaves their
+validation to the caller, which decodes them with the format layer's legacy reader (the CRC-32, the message and a
+wrapper's inner set) and hands back their first offsets and record counts (:meth:`AppendScan.decoded_legacy`).
+
 :func:`scan_append` runs without the log lock: the walk of Kafka's file rule, magic, ``max.message.bytes``, the
 CRC, the record count and, for uncompressed batches, the record framing (``wire.frame_records``), all without the
 GIL for large appends. It stops at the first flaw and reports it (code, batch position, the format layer's typed
@@ -22,6 +27,7 @@ from segments._native.wire cimport (
     CRC_OFFSET,
     HEADER_SIZE_UP_TO_MAGIC,
     LAST_OFFSET_DELTA_OFFSET,
+    LEGACY_ATTRIBUTES_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
@@ -36,6 +42,7 @@ from segments._native.wire cimport (
     WIRE_TRAILING_BYTES,
     WIRE_TRUNCATED,
     frame_records,
+    legacy_max_timestamp,
     load_be32,
     load_be64,
     read_varint,
@@ -55,7 +62,7 @@ cdef extern from *:
 cdef enum:
     _OK = 0
     _CORRUPT = 1            # a CorruptRecordError (or subclass) in AppendScan.error, located in its batch
-    _NOT_V2 = 2             # a batch of magic other than 2
+    _NOT_V2 = 2             # a batch of magic other than 2 (a follower takes magic 0/1)
     _TOO_LARGE = 3          # a batch above max.message.bytes (AppendScan.failure_size)
     _INCOMPLETE = 4         # no batch, or bytes after the last whole batch
     _OFFSET_OVERFLOW = 5    # an assigned or given last offset past the int64 range
@@ -93,14 +100,15 @@ cdef int64_t _DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024  # segments.records.DE
 cdef struct _Batch:
     size_t position
     size_t size
-    int64_t base_offset        # as given; replaced by assign_offsets
+    int64_t base_offset        # as given (legacy: the last offset until decoded_legacy); replaced by assign_offsets
     int64_t last_offset        # base_offset + last offset delta, once assigned (or checked, for a follower)
     int64_t max_timestamp      # as given; replaced for LogAppendTime
     int64_t producer_id
     int32_t last_offset_delta
     int32_t leader_epoch
     int32_t records
-    int16_t attributes
+    int16_t attributes         # legacy: the 1-byte attributes (codec bits 0-2, as magic 2's)
+    uint8_t magic
 
 cdef struct _Walk:
     # Inputs.
@@ -115,6 +123,7 @@ cdef struct _Walk:
     size_t capacity
     size_t compressed         # how many of them are compressed
     size_t producers          # how many of them carry a producer id
+    size_t legacy             # how many of them are magic 0/1 (a follower's)
     # The first flaw: code, start of its batch, and what the message needs.
     int failure
     size_t failure_position
@@ -170,9 +179,34 @@ cdef int _walk(_Walk *walk) noexcept nogil:
             break
         magic = batch[MAGIC_OFFSET]
         if magic == 0 or magic == 1:
-            walk.failure = _NOT_V2
-            walk.failure_position = position
-            return 1
+            if walk.leader:
+                walk.failure = _NOT_V2
+                walk.failure_position = position
+                return 1
+            if <int64_t>total > walk.max_message_bytes:
+                walk.failure = _TOO_LARGE
+                walk.failure_position = position
+                walk.detail = <int64_t>total
+                return 1
+            # Kafka's follower reads a legacy entry's header only (its first offset needs decompression): the
+            # caller decodes it (CRC-32 and all) before anything is appended.
+            if not _grow(walk):
+                return 0
+            found = &walk.batches[walk.count]
+            walk.count += 1
+            found.position = position
+            found.size = total
+            found.magic = magic
+            found.base_offset = <int64_t>load_be64(batch)
+            found.last_offset_delta = 0
+            found.leader_epoch = -1
+            found.attributes = batch[LEGACY_ATTRIBUTES_OFFSET]
+            found.max_timestamp = legacy_max_timestamp(batch, total)
+            found.producer_id = -1
+            found.records = 1
+            walk.legacy += 1
+            position += total
+            continue
         if total < RECORD_BATCH_OVERHEAD:
             walk.failure = _SHORT_BATCH
             walk.failure_position = position
@@ -229,6 +263,7 @@ cdef int _walk(_Walk *walk) noexcept nogil:
         walk.count += 1
         found.position = position
         found.size = total
+        found.magic = magic
         found.base_offset = <int64_t>load_be64(batch)
         found.leader_epoch = <int32_t>load_be32(batch + PARTITION_LEADER_EPOCH_OFFSET)
         found.attributes = <int16_t>((batch[ATTRIBUTES_OFFSET] << 8) | batch[ATTRIBUTES_OFFSET + 1])
@@ -324,6 +359,7 @@ cdef class AppendScan:
     cdef readonly str reason
     cdef readonly Py_ssize_t compressed_batches
     cdef readonly Py_ssize_t producer_batches
+    cdef readonly Py_ssize_t legacy_batches
     cdef readonly long long records
     cdef readonly long long first_offset
     cdef readonly long long last_offset
@@ -352,20 +388,48 @@ cdef class AppendScan:
             count += (self._batches[i].attributes & _LOG_APPEND_TIME_FLAG) != 0
         return count
 
-    def spans(self, *, compressed=False, producers=False):
-        """``(start, end)`` of the valid batches in order; only compressed ones (codec bits set: their records
-        are framed by the caller) or only those of a producer (id >= 0) when asked. O(batches)."""
+    def spans(self, *, compressed=False, producers=False, legacy=False):
+        """``(start, end)`` of the valid batches in order: all of them, or when filters are given those matching
+        any of them: ``compressed`` magic-2 ones (codec bits set: their records are framed by the caller),
+        ``legacy`` ones (magic 0/1: decoded by the caller), those of a producer (id >= 0). O(batches)."""
         cdef size_t i
         cdef _Batch *b
+        cdef bint every = not (compressed or producers or legacy)
         out = []
         for i in range(self._count):
             b = &self._batches[i]
-            if compressed and (b.attributes & _CODEC_MASK) == 0:
-                continue
-            if producers and b.producer_id < 0:
-                continue
-            out.append((b.position, b.position + b.size))
+            if (every
+                    or (compressed and b.magic == 2 and (b.attributes & _CODEC_MASK) != 0)
+                    or (legacy and b.magic != 2)
+                    or (producers and b.producer_id >= 0)):
+                out.append((b.position, b.position + b.size))
         return out
+
+    def decoded_legacy(self, facts):
+        """Follower: the ``(first offset, record count)`` of every legacy batch, in order, as the caller's decode
+        found them; each first offset at most the batch's last offset and within 2^31 - 1 of it (the caller refuses
+        others as Kafka's ``validateBatch`` does). Until then a legacy batch has its header's facts, Kafka's shallow
+        view: its last offset as its first, one record. Called before :meth:`check_follower`. O(batches)."""
+        cdef size_t i
+        cdef Py_ssize_t n = 0
+        cdef _Batch *b
+        cdef int64_t first, last
+        facts = list(facts)
+        if len(facts) != self.legacy_batches:
+            raise ValueError(f"{len(facts)} facts for {self.legacy_batches} legacy batches")
+        for i in range(self._count):
+            b = &self._batches[i]
+            if b.magic == 2:
+                continue
+            first, records = facts[n]
+            n += 1
+            last = b.base_offset + b.last_offset_delta
+            if not 0 <= <object>last - <object>first <= 0x7FFFFFFF or records < 1:
+                raise ValueError(f"legacy batch at {b.position}: first offset {first} or {records} records do not "
+                                 f"fit its last offset {last}")
+            b.base_offset = first
+            b.last_offset_delta = <int32_t>(last - first)
+            b.records = records
 
     def epoch_starts(self):
         """``(leader epoch, base offset)`` of every batch with an epoch (>= 0), in order: what the leader epoch
@@ -457,7 +521,9 @@ cdef class AppendScan:
 
 def scan_append(records, long long max_message_bytes, bint leader):
     """Walk the batches of one append (any contiguous buffer) and validate each as Kafka does before an append:
-    the file rule (a size field of at least 14, whole batches), magic 2, at most ``max_message_bytes``, the CRC, a
+    the file rule (a size field of at least 14, whole batches), magic 2 (a follower also takes magic 0/1 entries,
+    whose size is checked here and the rest by the caller: see :meth:`AppendScan.decoded_legacy`), at most
+    ``max_message_bytes``, the CRC, a
     non-negative record count, Kafka's ``validateBatch`` offset checks (a last offset delta of at least 0; for a
     ``leader``, at least one record and ``lastOffsetDelta + 1 == records``: offsets are assigned from the delta)
     and, for uncompressed batches, the framing of exactly that many records (lengths
@@ -478,6 +544,7 @@ def scan_append(records, long long max_message_bytes, bint leader):
     walk.capacity = 0
     walk.compressed = 0
     walk.producers = 0
+    walk.legacy = 0
     walk.failure = _OK
     walk.failure_position = 0
     if walk.length >= _NOGIL_BYTES:
@@ -490,6 +557,7 @@ def scan_append(records, long long max_message_bytes, bint leader):
     scan._leader = leader
     scan.compressed_batches = walk.compressed
     scan.producer_batches = walk.producers
+    scan.legacy_batches = walk.legacy
     if not enough_memory:
         raise MemoryError()
     scan.data = records

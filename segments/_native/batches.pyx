@@ -32,11 +32,13 @@ from segments._native.wire cimport (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_TIMESTAMP_OFFSET,
     LOG_OVERHEAD,
     MAGIC_V2,
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
     WIRE_OK,
+    legacy_max_timestamp,
     load_be16,
     load_be32,
     load_be64,
@@ -613,7 +615,7 @@ cdef void _locate(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bi
             # magic 1 has a timestamp (after crc, magic and attributes).
             out.base = <int64_t>load_be64(header)
             out.delta = 0
-            key = <int64_t>load_be64(header + 18) if header[16] == 1 and out.total >= 34 and got >= 26 else -1
+            key = legacy_max_timestamp(header, out.total) if got >= LEGACY_TIMESTAMP_OFFSET + 8 else -1
             if not by_timestamp:
                 key = out.base
         elif out.total < RECORD_BATCH_OVERHEAD:

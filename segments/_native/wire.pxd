@@ -20,6 +20,13 @@ cdef enum:
     RECORDS_COUNT_OFFSET = 57
     MAGIC_V2 = 2
 
+# A magic 0/1 entry (kafka-format.md §1.5): offset (its last: a compressed wrapper's is its last inner offset),
+# size, CRC-32, magic, attributes, then on magic 1 the timestamp.
+cdef enum:
+    LEGACY_ATTRIBUTES_OFFSET = 17
+    LEGACY_TIMESTAMP_OFFSET = 18
+    RECORD_OVERHEAD_V1 = 22       # v0's plus the 8-byte timestamp
+
 # Status codes of the varint readers and the record framer (0 = ok).
 cdef enum:
     WIRE_OK = 0
@@ -37,6 +44,14 @@ cdef inline uint32_t load_be32(const uint8_t *p) noexcept nogil:
 
 cdef inline uint64_t load_be64(const uint8_t *p) noexcept nogil:
     return (<uint64_t>load_be32(p) << 32) | <uint64_t>load_be32(p + 4)
+
+cdef inline int64_t legacy_max_timestamp(const uint8_t *entry, size_t total) noexcept nogil:
+    """A magic 0/1 entry's max timestamp (Kafka's ``AbstractLegacyRecordBatch.maxTimestamp``): magic 1's
+    timestamp when the entry of ``total`` bytes (prefix included) holds one, else -1 (``NO_TIMESTAMP``: magic 0 has
+    none). Needs ``entry[0:26]`` readable when magic is 1 and ``total >= 34``."""
+    if entry[MAGIC_OFFSET] == 1 and total >= LOG_OVERHEAD + RECORD_OVERHEAD_V1:
+        return <int64_t>load_be64(entry + LEGACY_TIMESTAMP_OFFSET)
+    return -1
 
 cdef inline void store_be16(uint8_t *p, uint16_t v) noexcept nogil:
     p[0] = <uint8_t>(v >> 8)
