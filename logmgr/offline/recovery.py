@@ -429,6 +429,7 @@ class _PartitionPlanner:
         self._recover_on_load(bases)
         if self.full or not self.clean:
             self._recover_unflushed(bases)
+        self._recover_unreadable_end()
         self._below_log_start()
         self._emit_segment_actions()
         self._delete_stale_key_indexes()
@@ -682,6 +683,32 @@ class _PartitionPlanner:
                     valid.append(filename_prefix_from_offset(base))
         if valid:
             self.notes.append(f"recovered ({why}), valid to the end with intact indexes: {', '.join(valid)}")
+
+    def _recover_unreadable_end(self) -> None:
+        """Step 3b: the loader reads the last segment's next offset from its last offset-index entry (Kafka's
+        ``readNextOffset``); an entry there at a negative position, or at or past the end of the ``.log``, is a
+        corrupt index, and the loader recovers the segment (cutting it to its valid prefix) rather than put the log
+        end below its batches. A segment already recovered by this plan is read from its walk."""
+        alive = self.alive
+        if not alive or alive[-1] in self.recovered:
+            return
+        base = alive[-1]
+        segment = self._open(base)
+        try:
+            segment.read_next_offset()
+            return
+        except CorruptIndexError as err:
+            reason = f"corrupt index ({err.message}; a broker recovers the segment on load)"
+        except (StorageFormatError, OSError):
+            # A broker's load fails here too; the plan goes by the valid batches (see _next_offset).
+            return
+        finally:
+            segment.close()
+        info = self.segments[base]
+        info.recovery_reason = reason
+        prefix = self._walk(base, None)
+        if prefix is not None:
+            info.truncate = prefix.problem is not None
 
     def _drop(self, base: int, reason: str) -> None:
         self.deleted.add(base)
