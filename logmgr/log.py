@@ -848,7 +848,10 @@ class Log:
         readers = self.readers
         while segment is not None:
             held = segment
-            readers.acquire(held)
+            if not readers.acquire(held):
+                # Being closed after its deletion: retry from the current start.
+                segment = self.segments.floor_segment(max(start_offset, self._log_start_offset))
+                continue
             try:
                 if segment.log.closed:
                     # Deleted (and closed) between lookup and hold: retry from the current start.
@@ -958,7 +961,9 @@ class Log:
                 # What largest_timestamp() would answer, from memory: no hold needed (the common skip of every
                 # segment before the answer's).
                 continue
-            readers.acquire(segment)
+            if not readers.acquire(segment):
+                # Being closed after its deletion.
+                continue
             try:
                 if segment.log.closed:
                     continue
