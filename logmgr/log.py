@@ -864,7 +864,7 @@ class Log:
                     max_position = self._position_of(segment, bound, end)
                 fetch = segment.read(start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message)
                 if fetch is not None:
-                    data = segment.read_bytes(fetch) if fetch.size else b""
+                    data = fetch.records
                     aborted = None
                     if isolation is Isolation.READ_COMMITTED:
                         aborted = self._collect_aborted(segment, start_offset, fetch.position, fetch.size)

@@ -535,24 +535,20 @@ class LogSegment:
         max_position: int | None = None,
         min_one_message: bool = False,
     ) -> FetchSlice | None:
-        """The byte range to serve a fetch from ``start_offset``: whole batches from the one holding the offset,
-        at most ``max_size`` bytes (at least the first batch when ``min_one_message``) and never past
-        ``max_position`` (default: the segment size). ``None`` when the offset is past this segment.
-        O(log n + bytes scanned)."""
+        """The byte range to serve a fetch from ``start_offset`` and its bytes (``records``): whole batches from
+        the one holding the offset, at most ``max_size`` bytes (at least the first batch when
+        ``min_one_message``) and never past ``max_position`` (default: the segment size). ``None`` when the
+        offset is past this segment. O(log n + bytes scanned + bytes read)."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for a read from {self.log.path}")
         index = self.offset_index
         log = self.log
-        # Every fetch's path, so one compiled call (index search, header hop, bounds) on the collaborators' state:
-        # the descriptor and size snapshot of the .log, the index map and its entry count.
+        # Every fetch's path, so one compiled call (index search, header hop, bounds, read) on the collaborators'
+        # state: the descriptor and size snapshot of the .log, the index map and its entry count.
         return fetch_slice(
             log._descriptor(), log._size, log._path, index._mm, index._entries, index._path, self.base_offset,
             index._WARM_ENTRIES, start_offset, max_position, max_size, min_one_message,
         )
-
-    def read_bytes(self, fetch: FetchSlice) -> bytes:
-        """The bytes of a :meth:`read` result. O(size)."""
-        return self.log.read(fetch.position, fetch.size)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampAndOffset | None:
         """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset`` (Kafka's

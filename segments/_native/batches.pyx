@@ -675,25 +675,29 @@ def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bin
 
 
 cdef class FetchSlice:
-    """A read result (:meth:`segments.log_segment.LogSegment.read`): the first batch's last offset and a byte
-    range of the segment's ``.log``. Immutable, compared and hashed by value."""
+    """A read result (:meth:`segments.log_segment.LogSegment.read`): the first batch's last offset, a byte range of
+    the segment's ``.log`` and its bytes (``records``: shorter than ``size`` only when the file shrank under the
+    read). Immutable, compared and hashed by value."""
 
     cdef readonly object offset
     cdef readonly long long segment_base_offset
     cdef readonly Py_ssize_t position
     cdef readonly Py_ssize_t size
     cdef readonly bint first_entry_incomplete
+    cdef readonly bytes records
 
     def __init__(self, offset, long long segment_base_offset, Py_ssize_t position, Py_ssize_t size,
-                 bint first_entry_incomplete=False):
+                 bint first_entry_incomplete=False, bytes records=b""):
         self.offset = offset
         self.segment_base_offset = segment_base_offset
         self.position = position
         self.size = size
         self.first_entry_incomplete = first_entry_incomplete
+        self.records = records
 
     cdef tuple _key(self):
-        return (self.offset, self.segment_base_offset, self.position, self.size, self.first_entry_incomplete)
+        return (self.offset, self.segment_base_offset, self.position, self.size, self.first_entry_incomplete,
+                self.records)
 
     def __eq__(self, other):
         if type(other) is not FetchSlice:
@@ -706,8 +710,32 @@ cdef class FetchSlice:
     def __repr__(self):
         return (
             f"FetchSlice(offset={self.offset!r}, segment_base_offset={self.segment_base_offset!r}, "
-            f"position={self.position!r}, size={self.size!r}, first_entry_incomplete={self.first_entry_incomplete!r})"
+            f"position={self.position!r}, size={self.size!r}, first_entry_incomplete={self.first_entry_incomplete!r}, "
+            f"records=<{len(self.records)} bytes>)"
         )
+
+
+cdef bytes _read_range(int fd, Py_ssize_t position, Py_ssize_t size, path):
+    """Bytes ``[position, position + size)`` of the open file ``fd`` (short only when the file shrank under the
+    read), GIL released over the ``pread``; a failure raises ``OSError`` naming ``path`` and the range, as
+    :meth:`segments.file_records.FileRecords.read` does. O(size)."""
+    cdef bytes data
+    cdef uint8_t *buf
+    cdef Py_ssize_t got = 0
+    cdef int err
+    if size <= 0:
+        return b""
+    data = PyBytes_FromStringAndSize(NULL, size)
+    buf = <uint8_t *>PyBytes_AS_STRING(data)
+    with nogil:
+        err = _pread_full(fd, buf, size, position, &got)
+    if err != 0:
+        raise OSError(
+            err,
+            f"{os.strerror(err)} (read of {size} bytes at position {position})",
+            None if path is None else os.fspath(path),
+        )
+    return data if got == size else data[:got]
 
 
 cdef int64_t _clamped(object value):
@@ -800,13 +828,15 @@ def locate_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t ti
 def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_entries, index_path,
                 long long base_offset, Py_ssize_t warm_entries, start_offset, max_position, Py_ssize_t max_size,
                 bint min_one_message):
-    """Kafka's ``LogSegment.read`` in one call: the offset index's entry for ``start_offset`` (the largest at or
-    below it, in ``index_map``'s first ``index_entries`` 8-byte entries; the file start when none), then the
-    header hop from there to the batch holding it (:func:`locate_batch` up to ``file_size``), then the fetch's
-    byte range: at most ``max_size`` bytes (at least that batch when ``min_one_message``), never past
-    ``max_position`` (``None``: ``file_size``). A :class:`FetchSlice`, or None when the offset is past the
-    segment. An index entry with a negative position raises :class:`CorruptIndexError` naming ``index_path``;
-    the hop raises as :func:`locate_batch`. O(log entries + batches skipped), GIL released over both."""
+    """Kafka's ``LogSegment.read`` and the read of its bytes in one call: the offset index's entry for
+    ``start_offset`` (the largest at or below it, in ``index_map``'s first ``index_entries`` 8-byte entries; the
+    file start when none), then the header hop from there to the batch holding it (:func:`locate_batch` up to
+    ``file_size``), then the fetch's byte range: at most ``max_size`` bytes (at least that batch when
+    ``min_one_message``), never past ``max_position`` (``None``: ``file_size``), and its bytes. A
+    :class:`FetchSlice`, or None when the offset is past the segment. An index entry with a negative position
+    raises :class:`CorruptIndexError` naming ``index_path``; the hop raises as :func:`locate_batch`, the read of
+    the range an ``OSError`` naming ``path``. O(log entries + batches skipped + bytes read), GIL released over
+    the search, the hop and the read."""
     cdef int64_t target = _clamped(start_offset)
     cdef Py_ssize_t start = _indexed_position(index_map, index_entries, index_path, base_offset, warm_entries, target)
     cdef _Located found
@@ -828,6 +858,7 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     result.position = found.position
     result.size = size
     result.first_entry_incomplete = adjusted < found.total
+    result.records = _read_range(fd, found.position, size, path)
     return result
 
 
