@@ -28,8 +28,8 @@ from segments._native.batches import (
     RecoveryScan,
     fetch_slice,
     find_record_by_timestamp,
+    find_timestamp,
     indexed_position,
-    locate_timestamp,
 )
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
@@ -554,30 +554,27 @@ class LogSegment:
         """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset`` (Kafka's
         ``findOffsetByTimestamp``). O(log n + batches scanned): batch headers are read until one's max timestamp
         reaches the target, and only that batch is read, its records scanned for their timestamps and offsets
-        (:func:`first_record_at_or_after`)."""
+        (:func:`first_record_at_or_after`'s search; an uncompressed magic-2 batch is scanned in the same compiled
+        call as the index searches and the header hop)."""
         starting = self.base_offset if starting_offset is None else starting_offset
         time_index, offset_index, log = self.time_index, self.offset_index, self.log
-        # The index searches and the first header hop in one compiled call (every timestamp lookup's path), on the
-        # collaborators' state as in read().
-        found = locate_timestamp(
-            log._descriptor(), log._size, log._path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
-            offset_index._entries, offset_index._path, self.base_offset, time_index._WARM_ENTRIES,
-            offset_index._WARM_ENTRIES, timestamp, starting,
-        )
-        while found is not None:
-            _, position, size = found
-            data = self.log.read(position, size)
-            if len(data) < size:
-                # The file shrank under this reader (a concurrent truncation): the log ends here.
-                return None
+        path = log._path
+
+        def decode(position: int, data: bytes) -> tuple[int, int] | None:
+            # Compressed and legacy batches: decompressed (bounded) or decoded here.
             try:
                 hit = first_record_at_or_after(batch_view(data), timestamp, starting)
             except StorageFormatError as err:
-                raise err.at(self.log.path, position_base=position) from None
-            if hit is not None:
-                return hit
-            found = log.locate_batch(position + size, timestamp, by_timestamp=True)
-        return None
+                raise err.at(path, position_base=position) from None
+            return None if hit is None else (hit.timestamp, hit.offset)
+
+        # Every timestamp lookup's path, so one compiled call on the collaborators' state, as in read().
+        found = find_timestamp(
+            log._descriptor(), log._size, path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
+            offset_index._entries, offset_index._path, self.base_offset, time_index._WARM_ENTRIES,
+            offset_index._WARM_ENTRIES, timestamp, starting, DEFAULT_DECODE_LIMITS.max_record_bytes, decode,
+        )
+        return None if found is None else TimestampAndOffset(*found)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch: base offset if empty. O(bytes after the last index entry)."""

@@ -149,7 +149,7 @@ def indexed_position(
     warm_entries: int,
     offset: int,
 ) -> int: ...
-def locate_timestamp(
+def find_timestamp(
     fd: int,
     file_size: int,
     path: str | PathLike[str] | None,
@@ -164,7 +164,9 @@ def locate_timestamp(
     offset_warm: int,
     timestamp: int,
     starting_offset: int,
-) -> tuple[int, int, int] | None: ...
+    max_record_bytes: int,
+    decode: Callable[[int, bytes], tuple[int, int] | None],
+) -> tuple[int, int] | None: ...
 def find_record_by_timestamp(
     region: Buffer,
     count: int,
