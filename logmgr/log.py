@@ -880,8 +880,7 @@ class Log:
                     if limits[0] != self.config.max_message_bytes:
                         limits = self._refresh_limits()
                     return FetchDataInfo(
-                        fetch.offset, data, segment.base_offset, fetch.position, aborted, str(segment.log.path),
-                        limits[1],
+                        fetch.offset, data, segment.base_offset, fetch.position, aborted, fetch.path, limits[1]
                     )
             finally:
                 # ``segment`` may name the next one to try by now.

@@ -546,7 +546,7 @@ class LogSegment:
         # Every fetch's path, so one compiled call (index search, header hop, bounds, read) on the collaborators'
         # state: the descriptor and size snapshot of the .log, the index map and its entry count.
         return fetch_slice(
-            log._descriptor(), log._size, log._path, index._mm, index._entries, index._path, self.base_offset,
+            log._descriptor(), log._size, log._path_name, index._mm, index._entries, index._path, self.base_offset,
             index._WARM_ENTRIES, start_offset, max_position, max_size, min_one_message,
         )
 

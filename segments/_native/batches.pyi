@@ -115,6 +115,8 @@ class FetchSlice:
     def first_entry_incomplete(self) -> bool: ...
     @property
     def records(self) -> bytes: ...
+    @property
+    def path(self) -> str | None: ...
     def __init__(
         self,
         offset: int,
@@ -123,6 +125,7 @@ class FetchSlice:
         size: int,
         first_entry_incomplete: bool = False,
         records: bytes = b"",
+        path: str | None = None,
     ) -> None: ...
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
@@ -130,7 +133,7 @@ class FetchSlice:
 def fetch_slice(
     fd: int,
     file_size: int,
-    path: str | PathLike[str] | None,
+    path: str | None,
     index_map: Buffer | None,
     index_entries: int,
     index_path: str | PathLike[str] | None,

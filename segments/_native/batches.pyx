@@ -682,8 +682,8 @@ def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bin
 
 cdef class FetchSlice:
     """A read result (:meth:`segments.log_segment.LogSegment.read`): the first batch's last offset, a byte range of
-    the segment's ``.log`` and its bytes (``records``: shorter than ``size`` only when the file shrank under the
-    read). Immutable, compared and hashed by value."""
+    the segment's ``.log`` (``path``) and its bytes (``records``: shorter than ``size`` only when the file shrank
+    under the read). Immutable, compared and hashed by value."""
 
     cdef readonly object offset
     cdef readonly long long segment_base_offset
@@ -691,19 +691,21 @@ cdef class FetchSlice:
     cdef readonly Py_ssize_t size
     cdef readonly bint first_entry_incomplete
     cdef readonly bytes records
+    cdef readonly object path
 
     def __init__(self, offset, long long segment_base_offset, Py_ssize_t position, Py_ssize_t size,
-                 bint first_entry_incomplete=False, bytes records=b""):
+                 bint first_entry_incomplete=False, bytes records=b"", path=None):
         self.offset = offset
         self.segment_base_offset = segment_base_offset
         self.position = position
         self.size = size
         self.first_entry_incomplete = first_entry_incomplete
         self.records = records
+        self.path = path
 
     cdef tuple _key(self):
         return (self.offset, self.segment_base_offset, self.position, self.size, self.first_entry_incomplete,
-                self.records)
+                self.records, self.path)
 
     def __eq__(self, other):
         if type(other) is not FetchSlice:
@@ -717,7 +719,7 @@ cdef class FetchSlice:
         return (
             f"FetchSlice(offset={self.offset!r}, segment_base_offset={self.segment_base_offset!r}, "
             f"position={self.position!r}, size={self.size!r}, first_entry_incomplete={self.first_entry_incomplete!r}, "
-            f"records=<{len(self.records)} bytes>)"
+            f"records=<{len(self.records)} bytes>, path={self.path!r})"
         )
 
 
@@ -876,7 +878,7 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     file start when none), then the header hop from there to the batch holding it (:func:`locate_batch` up to
     ``file_size``), then the fetch's byte range: at most ``max_size`` bytes (at least that batch when
     ``min_one_message``), never past ``max_position`` (``None``: ``file_size``), and its bytes. A
-    :class:`FetchSlice`, or None when the offset is past the segment. An index entry with a negative position
+    :class:`FetchSlice` (its ``path`` is ``path``), or None when the offset is past the segment. An index entry with a negative position
     raises :class:`CorruptIndexError` naming ``index_path``; the hop raises as :func:`locate_batch`, the read of
     the range an ``OSError`` naming ``path``. O(log entries + batches skipped + bytes read), GIL released over
     the search, the hop and the read."""
@@ -902,6 +904,7 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     result.size = size
     result.first_entry_incomplete = adjusted < found.total
     result.records = _read_range(fd, found.position, size, path)
+    result.path = path
     return result
 
 
