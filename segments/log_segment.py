@@ -26,6 +26,7 @@ from pathlib import Path
 from segments._native.batches import (
     FetchSlice,
     RecoveryScan,
+    TimestampAndOffset,
     fetch_slice,
     find_record_by_timestamp,
     find_timestamp,
@@ -78,15 +79,6 @@ class LogOffsetPosition:
     offset: int
     position: int
     size: int
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class TimestampAndOffset:
-    """A record found by timestamp: its timestamp and offset. A value (compared and hashed by its fields;
-    read-only by convention): not frozen, as a frozen dataclass's construction costs as much as the search."""
-
-    timestamp: int
-    offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -560,21 +552,19 @@ class LogSegment:
         time_index, offset_index, log = self.time_index, self.offset_index, self.log
         path = log._path
 
-        def decode(position: int, data: bytes) -> tuple[int, int] | None:
+        def decode(position: int, data: bytes) -> TimestampAndOffset | None:
             # Compressed and legacy batches: decompressed (bounded) or decoded here.
             try:
-                hit = first_record_at_or_after(batch_view(data), timestamp, starting)
+                return first_record_at_or_after(batch_view(data), timestamp, starting)
             except StorageFormatError as err:
                 raise err.at(path, position_base=position) from None
-            return None if hit is None else (hit.timestamp, hit.offset)
 
         # Every timestamp lookup's path, so one compiled call on the collaborators' state, as in read().
-        found = find_timestamp(
+        return find_timestamp(
             log._descriptor(), log._size, path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
             offset_index._entries, offset_index._path, self.base_offset, time_index._WARM_ENTRIES,
             offset_index._WARM_ENTRIES, timestamp, starting, DEFAULT_DECODE_LIMITS.max_record_bytes, decode,
         )
-        return None if found is None else TimestampAndOffset(*found)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch: base offset if empty. O(bytes after the last index entry)."""

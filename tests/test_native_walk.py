@@ -515,13 +515,15 @@ def test_timestamp_find_matches_the_indexes_walk_and_record_layout(
 
     def decode(position: int, batch: bytes) -> None:
         decoded.append((position, batch))
+        return None
 
     with FileRecords(path) as log:
         try:
-            outcome: Outcome = find_timestamp(
+            found = find_timestamp(
                 log._fd, log.size_in_bytes, path, time_map, len(times), "t.timeindex", offset_map, len(entries),
                 "t.index", base, WARM_SECTION_BYTES // 12, WARM_SECTION_BYTES // 8, timestamp, starting, 64, decode,
-            ), None
+            )
+            outcome: Outcome = None if found is None else (found.timestamp, found.offset), None
         except (CorruptRecordError, CorruptIndexError) as err:
             outcome = None, _error(err)
     slot = ref_index_search([t for t, _ in times], timestamp, True, WARM_SECTION_BYTES // 12)

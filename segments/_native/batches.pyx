@@ -680,6 +680,38 @@ def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bin
     raise _locate_failure(&found, path)
 
 
+cdef class TimestampAndOffset:
+    """A record found by timestamp (:meth:`segments.log_segment.LogSegment.find_offset_by_timestamp`): its timestamp
+    and offset. Immutable, compared and hashed by value; made by the compiled lookup without a Python-level
+    constructor call."""
+
+    cdef readonly object timestamp
+    cdef readonly object offset
+
+    def __init__(self, timestamp, offset):
+        self.timestamp = timestamp
+        self.offset = offset
+
+    def __eq__(self, other):
+        if type(other) is not TimestampAndOffset:
+            return NotImplemented
+        return self.timestamp == (<TimestampAndOffset>other).timestamp and \
+            self.offset == (<TimestampAndOffset>other).offset
+
+    def __hash__(self):
+        return hash((self.timestamp, self.offset))
+
+    def __repr__(self):
+        return f"TimestampAndOffset(timestamp={self.timestamp!r}, offset={self.offset!r})"
+
+
+cdef TimestampAndOffset _timestamp_and_offset(timestamp, offset):
+    cdef TimestampAndOffset found = TimestampAndOffset.__new__(TimestampAndOffset)
+    found.timestamp = timestamp
+    found.offset = offset
+    return found
+
+
 cdef class FetchSlice:
     """A read result (:meth:`segments.log_segment.LogSegment.read`): the first batch's last offset, a byte range of
     the segment's ``.log`` (``path``) and its bytes (``records``: shorter than ``size`` only when the file shrank
@@ -804,8 +836,8 @@ def find_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time
     batch and the search of its records (CRC not checked, as Kafka's search does not): an uncompressed magic-2
     batch's records are scanned here (:func:`find_record_by_timestamp`, records above ``max_record_bytes``
     refused), any other batch is handed to ``decode(position, batch bytes)``, which returns the answer or None.
-    A batch without the answer continues the hop after it. ``(timestamp, offset)`` of the first record with
-    timestamp >= ``timestamp`` and offset >= ``starting_offset``, or None (also when the file shrank under the
+    A batch without the answer continues the hop after it. The :class:`TimestampAndOffset` of the first record
+    with timestamp >= ``timestamp`` and offset >= ``starting_offset``, or None (also when the file shrank under the
     read). Errors name ``path`` and the file position. O(log entries + batches skipped + the batches read), GIL
     released over the searches, the hop, the read and the record scan."""
     cdef Py_buffer view
@@ -863,6 +895,8 @@ def find_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time
                                  append_time, append_timestamp, target, starting, max_record_bytes, &scan)
             hit = _scan_answer(&scan, batch_base, batch_timestamp, append_timestamp if append_time else None,
                                max_record_bytes, path, found.position + RECORD_BATCH_OVERHEAD)
+            if hit is not None:
+                return _timestamp_and_offset((<tuple>hit)[0], (<tuple>hit)[1])
         else:
             hit = decode(found.position, data)
         if hit is not None:
