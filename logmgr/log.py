@@ -901,7 +901,10 @@ class Log:
         readers = self.readers
         while segment is not None:
             held = segment
-            readers.acquire(held)
+            if not readers.acquire(held):
+                # Being closed after its deletion: retry from the current start.
+                segment = self.segments.floor_segment(max(start_offset, self._log_start_offset))
+                continue
             try:
                 if segment.log.closed:
                     # Deleted (and closed) between lookup and hold: retry from the current start.
@@ -914,7 +917,7 @@ class Log:
                     max_position = self._position_of(segment, bound, end)
                 fetch = segment.read(start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message)
                 if fetch is not None:
-                    data = segment.read_bytes(fetch) if fetch.size else b""
+                    data = fetch.records
                     aborted = None
                     if isolation is Isolation.READ_COMMITTED:
                         aborted = self._collect_aborted(segment, start_offset, fetch.position, fetch.size)
@@ -930,8 +933,7 @@ class Log:
                     if limits[0] != self.config.max_message_bytes:
                         limits = self._refresh_limits()
                     return FetchDataInfo(
-                        fetch.offset, data, segment.base_offset, fetch.position, aborted, str(segment.log.path),
-                        limits[1],
+                        fetch.offset, data, segment.base_offset, fetch.position, aborted, fetch.path, limits[1]
                     )
             finally:
                 # ``segment`` may name the next one to try by now.
@@ -1011,7 +1013,9 @@ class Log:
                 # What largest_timestamp() would answer, from memory: no hold needed (the common skip of every
                 # segment before the answer's).
                 continue
-            readers.acquire(segment)
+            if not readers.acquire(segment):
+                # Being closed after its deletion.
+                continue
             try:
                 if segment.log.closed:
                     continue

@@ -11,9 +11,10 @@ that, from RocketMQ:
 * **throttled deletion**: a pause of ``interval_ms`` between two physical deletions, so a burst of expired
   segments does not turn into a burst of disk I/O.
 
-Locks: :class:`SegmentReaders` has one lock for the hold counts; :class:`SegmentDeleter` has one for its queue.
-Neither is held while files are unlinked. A deleted segment is closed under the readers' lock (a few syscalls), so a
-reader cannot take it between the check that nobody holds it and the close: it finds it closed and looks again.
+Locks: :class:`SegmentReaders` needs none (its native hold counts are atomic); :class:`SegmentDeleter` has one for
+its queue, not held while files are unlinked. A deleted segment is closed with its hold count marked as closing (a
+few syscalls), so a reader cannot take it between the check that nobody holds it and the close: it finds it being
+closed (or closed) and looks again.
 """
 
 from __future__ import annotations
@@ -27,45 +28,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from logmgr.clock import Clock
+from segments._native.holds import HoldCounts
 from segments.log_segment import LogSegment
 
 logger = logging.getLogger("logmgr.deletion")
 
 
 class SegmentReaders:
-    """Counts of readers holding each segment (by identity)."""
+    """Counts of readers holding each segment (by identity), kept by the compiled
+    :class:`~segments._native.holds.HoldCounts`: taking and releasing a hold is one native call each, atomic
+    without a lock (every read takes one, and a lock costs as much as the rest of a lookup's bookkeeping).
+
+    :attr:`acquire` and :attr:`release` are the native calls themselves: every ``acquire`` that returns True is
+    paired with one ``release`` (a ``finally``; :meth:`hold` pairs them for other callers). ``acquire`` returns
+    False while the segment is being closed (its files unlinked, nobody holding it): the reader takes it for
+    deleted and looks again."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: dict[int, int] = {}
-        self._close_on_release: dict[int, LogSegment] = {}
-
-    def acquire(self, segment: LogSegment) -> None:
-        """Start holding ``segment``; every call is paired with one :meth:`release` (a ``finally``: the read path
-        pairs them itself, as a context manager costs more than the rest of a lookup's bookkeeping). O(1)."""
-        key = id(segment)
-        with self._lock:
-            counts = self._counts
-            counts[key] = counts.get(key, 0) + 1
-
-    def release(self, segment: LogSegment) -> None:
-        """Stop holding ``segment``; the last reader of a segment deleted meanwhile closes it. O(1)."""
-        key = id(segment)
-        with self._lock:
-            remaining = self._counts[key] - 1
-            if remaining:
-                self._counts[key] = remaining
-                return
-            del self._counts[key]
-            if self._close_on_release:
-                to_close = self._close_on_release.pop(key, None)
-                if to_close is not None:
-                    _close_unlinked(to_close)
+        counts: HoldCounts[LogSegment] = HoldCounts(_close_unlinked)
+        self._counts = counts
+        self.acquire: Callable[[LogSegment], bool] = counts.acquire
+        """Start holding a segment; False (not held) while it is being closed. O(1)."""
+        self.release: Callable[[LogSegment], None] = counts.release
+        """Stop holding a segment; the last reader of a segment deleted meanwhile closes it. O(1)."""
 
     @contextmanager
     def hold(self, segment: LogSegment) -> Iterator[LogSegment]:
-        """Hold ``segment`` for the duration of the ``with`` block (:meth:`acquire` / :meth:`release`). O(1)."""
-        self.acquire(segment)
+        """Hold ``segment`` for the duration of the ``with`` block (:attr:`acquire` / :attr:`release`). O(1)
+        (a segment being closed: until its close is over, then the caller finds it closed)."""
+        while not self.acquire(segment):
+            # Its close runs in another thread and takes a few syscalls: give it the GIL.
+            time.sleep(0)
         try:
             yield segment
         finally:
@@ -73,18 +66,12 @@ class SegmentReaders:
 
     def readers(self, segment: LogSegment) -> int:
         """How many readers hold ``segment`` now. O(1)."""
-        with self._lock:
-            return self._counts.get(id(segment), 0)
+        return self._counts.readers(segment)
 
     def close_when_released(self, segment: LogSegment) -> bool:
         """Close ``segment``, whose files are already unlinked, now if nobody holds it, else when its last reader
         releases it; returns whether the close was deferred. O(1)."""
-        with self._lock:
-            if self._counts.get(id(segment), 0) == 0:
-                _close_unlinked(segment)
-                return False
-            self._close_on_release[id(segment)] = segment
-            return True
+        return self._counts.close_when_released(segment)
 
 
 def _close_unlinked(segment: LogSegment) -> None:

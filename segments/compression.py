@@ -12,9 +12,10 @@ What goes on disk for a compressed batch is not the bare output of each algorith
 
 Every decoder enforces ``max_size`` on its output before (or while) producing it, so a small corrupt or hostile
 batch cannot make the reader allocate far more than the caller allowed. :func:`decompress_chunks` yields the
-output in pieces of at most a few hundred KiB (a snappy block, an lz4 block, a slice of an inflate or zstd
-stream), so a reader that consumes them as they come holds one piece, never the whole output. Library exceptions
-never escape:
+output in pieces of at most a few hundred KiB (a snappy block, a slice of an inflate or zstd stream), so a reader
+that consumes them as they come holds one piece, never the whole output; lz4 is the exception: its blocks are
+decoded straight into one buffer (no copy per block, no join of records spanning blocks), sized from the frame's
+blocks and never above ``max_size``. Library exceptions never escape:
 malformed input raises :class:`~segments.errors.CorruptRecordError` (or a subclass) naming the codec, with the byte
 position inside the compressed input when it is known.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import enum
 import zlib
 from collections.abc import Generator, Iterator
-from typing import Literal, Self
+from typing import Literal, Self, TypeVar
 
 import cramjam
 import xxhash
@@ -50,8 +51,8 @@ DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 """Default cap on the decompressed size of one compressed region (bytes)."""
 
 CHUNK_SIZE = 256 * 1024
-"""Largest piece :func:`decompress_chunks` yields from an inflate or zstd stream (other codecs yield their own
-blocks: at most 64 KiB for Kafka's snappy and lz4 writers, bounded by the frame format for others)."""
+"""Largest piece :func:`decompress_chunks` yields from an inflate or zstd stream (snappy yields its own blocks: at
+most 64 KiB for Kafka's writer; lz4 its whole output, at most ``max_size``)."""
 
 _CODEC_MASK = 0x07
 
@@ -141,8 +142,8 @@ def decompress_chunks(
     *,
     magic: int = 2,
     max_size: int = DEFAULT_MAX_DECOMPRESSED,
-) -> Iterator[bytes]:
-    """:func:`decompress`, yielding the output in pieces as it is produced. O(len(data) + output size) time,
+) -> Iterator[bytes | bytearray]:
+    """:func:`decompress`, yielding the output in pieces as it is produced (lz4: one piece, decoded in place). O(len(data) + output size) time,
     O(len(data) + one piece) memory.
 
     Argument checks (magic, codec) raise on the first ``next``; a malformed stream raises when the decoder
@@ -176,6 +177,9 @@ def _known_codec(codec: int) -> CompressionType:
     return CompressionType(codec)
 
 
+_Chunk = TypeVar("_Chunk", bytes, bytearray)
+
+
 class _Sink:
     """Counts the decompressed output handed out so far, refusing to let it grow past ``max_size``."""
 
@@ -196,7 +200,7 @@ class _Sink:
                 position=position,
             )
 
-    def take(self, chunk: bytes, position: int) -> bytes:
+    def take(self, chunk: _Chunk, position: int) -> _Chunk:
         """``chunk``, counted against the limit (raises before handing out a chunk that would pass it)."""
         self.reserve(len(chunk), position)
         self.size += len(chunk)
@@ -467,7 +471,19 @@ def _lz4_compress(data: bytes | memoryview, level: int) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) -> Iterator[bytes]:
+# LZ4's densest encoding (a match length extended by 255 per byte) decodes at most 255 bytes per input byte, plus
+# the few bytes of a sequence's minimum match: a safe bound on what one compressed block can produce.
+_LZ4_MAX_EXPANSION = 256
+_LZ4_EXPANSION_SLACK = 64
+
+
+def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) -> Iterator[bytearray]:
+    """Kafka's ``KafkaLZ4BlockInputStream``: the frame's descriptor and every block header (and block checksum)
+    are checked first, then the blocks are decoded straight into one buffer, yielded whole. The buffer is sized by
+    the blocks present (a stored block's size; a compressed one's at most its block maximum and
+    :data:`_LZ4_MAX_EXPANSION` times its size), never above what ``sink`` still allows, so a frame claiming huge
+    sizes allocates no more than its bytes can decode to within the limit. A content size in the descriptor is
+    skipped, as Kafka's reader skips it. O(len(raw) + output) time, O(output) memory."""
     end = len(raw)
     if end < 6:
         raise sink.corrupt("frame ends inside its header", 0)
@@ -503,7 +519,9 @@ def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) ->
             )
     pos += 1
     block_checksums = bool(flg & _LZ4_FLG_BLOCK_CHECKSUM)
-    scratch = bytearray(block_max)
+    blocks: list[tuple[int, int, bool, int]] = []
+    """(header position, size, stored, output bound) of every block."""
+    bound = 0
     while True:
         if end - pos < 4:
             raise sink.corrupt("frame ends before its end mark", pos)
@@ -513,32 +531,49 @@ def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) ->
             # The content checksum, when flagged, is read but not verified, as in Kafka's reader.
             if flg & _LZ4_FLG_CONTENT_CHECKSUM and end - pos - 4 < 4:
                 raise sink.corrupt("frame ends inside the content checksum", pos + 4)
-            return
+            break
         if size > block_max:
             raise sink.corrupt(f"block size {size} exceeds the frame maximum {block_max}", pos)
         body = pos + 4
         if end - body < size:
             raise sink.corrupt(f"block of {size} bytes runs past the end ({end - body} left)", pos)
-        block = raw[body : body + size]
-        if word & _LZ4_UNCOMPRESSED_BIT:
-            yield sink.take(block, pos)
-        else:
-            try:
-                written = int(cramjam.lz4.decompress_block_into(block, scratch))
-            except _LIBRARY_ERRORS as err:
-                raise sink.corrupt(f"invalid compressed block: {err}", pos) from None
-            yield sink.take(bytes(scratch[:written]), pos)
+        stored = bool(word & _LZ4_UNCOMPRESSED_BIT)
+        block_bound = size if stored else min(block_max, size * _LZ4_MAX_EXPANSION + _LZ4_EXPANSION_SLACK)
+        blocks.append((pos, size, stored, block_bound))
+        bound += block_bound
         pos = body + size
         if block_checksums:
             if end - pos < 4:
                 raise sink.corrupt("frame ends inside a block checksum", pos)
-            stored = int.from_bytes(raw[pos : pos + 4], "little")
-            computed = xxhash.xxh32_intdigest(block, seed=0)
-            if stored != computed:
+            stored_sum = int.from_bytes(raw[pos : pos + 4], "little")
+            computed = xxhash.xxh32_intdigest(raw[body : body + size], seed=0)
+            if stored_sum != computed:
                 raise sink.corrupt(
-                    f"block checksum mismatch (stored 0x{stored:08x}, computed 0x{computed:08x})", pos
+                    f"block checksum mismatch (stored 0x{stored_sum:08x}, computed 0x{computed:08x})", pos
                 )
             pos += 4
+    out = bytearray(min(bound, sink.room()))
+    view = memoryview(out)
+    source = memoryview(raw)
+    written = 0
+    for header, size, stored, block_bound in blocks:
+        body = header + 4
+        if stored:
+            sink.reserve(written + size, header)
+            view[written : written + size] = source[body : body + size]
+            written += size
+            continue
+        try:
+            written += int(cramjam.lz4.decompress_block_into(source[body : body + size], view[written:]))
+        except _LIBRARY_ERRORS as err:
+            if written + block_bound > len(out):
+                # The buffer stops at the limit: this block may decode to more than it allows.
+                sink.reserve(written + block_bound, header)
+            raise sink.corrupt(f"invalid compressed block: {err}", header) from None
+    view.release()
+    # Shrinking a bytearray gives back its tail in place, without copying the output.
+    del out[written:]
+    yield sink.take(out, 0)
 
 
 # --- zstd -----------------------------------------------------------------------------------------------------

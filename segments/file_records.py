@@ -145,6 +145,8 @@ class FileRecords:
         size: int | None = None,
     ) -> None:
         self._path = Path(path)
+        self._path_name = str(self._path)
+        """The path as text, kept for every fetch result (converting it per read costs as much as the index search)."""
         self._writable = writable
         # None: not opened yet (opened by _descriptor on first use); _CLOSED: closed for good.
         self._fd: int | None = None
@@ -328,6 +330,7 @@ class FileRecords:
         """Rename the file, keeping it open (or unopened). O(1)."""
         os.replace(self._path, path)
         self._path = Path(path)
+        self._path_name = str(self._path)
 
     def _located(self, err: OSError, action: str) -> OSError:
         return located_error(err, self._path, action)

@@ -26,10 +26,11 @@ from pathlib import Path
 from segments._native.batches import (
     FetchSlice,
     RecoveryScan,
+    TimestampAndOffset,
     fetch_slice,
     find_record_by_timestamp,
+    find_timestamp,
     indexed_position,
-    locate_timestamp,
 )
 from segments._native.index import append_segment_entries
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
@@ -79,15 +80,6 @@ class LogOffsetPosition:
     offset: int
     position: int
     size: int
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class TimestampAndOffset:
-    """A record found by timestamp: its timestamp and offset. A value (compared and hashed by its fields;
-    read-only by convention): not frozen, as a frozen dataclass's construction costs as much as the search."""
-
-    timestamp: int
-    offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,53 +540,44 @@ class LogSegment:
         max_position: int | None = None,
         min_one_message: bool = False,
     ) -> FetchSlice | None:
-        """The byte range to serve a fetch from ``start_offset``: whole batches from the one holding the offset,
-        at most ``max_size`` bytes (at least the first batch when ``min_one_message``) and never past
-        ``max_position`` (default: the segment size). ``None`` when the offset is past this segment.
-        O(log n + bytes scanned)."""
+        """The byte range to serve a fetch from ``start_offset`` and its bytes (``records``): whole batches from
+        the one holding the offset, at most ``max_size`` bytes (at least the first batch when
+        ``min_one_message``) and never past ``max_position`` (default: the segment size). ``None`` when the
+        offset is past this segment. O(log n + bytes scanned + bytes read)."""
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for a read from {self.log.path}")
         index = self.offset_index
         log = self.log
-        # Every fetch's path, so one compiled call (index search, header hop, bounds) on the collaborators' state:
-        # the descriptor and size snapshot of the .log, the index map and its entry count.
+        # Every fetch's path, so one compiled call (index search, header hop, bounds, read) on the collaborators'
+        # state: the descriptor and size snapshot of the .log, the index map and its entry count.
         return fetch_slice(
-            log._descriptor(), log._size, log._path, index._mm, index._entries, index._path, self.base_offset,
+            log._descriptor(), log._size, log._path_name, index._mm, index._entries, index._path, self.base_offset,
             index._WARM_ENTRIES, start_offset, max_position, max_size, min_one_message,
         )
-
-    def read_bytes(self, fetch: FetchSlice) -> bytes:
-        """The bytes of a :meth:`read` result. O(size)."""
-        return self.log.read(fetch.position, fetch.size)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampAndOffset | None:
         """The first record with timestamp ``>= timestamp`` and offset ``>= starting_offset`` (Kafka's
         ``findOffsetByTimestamp``). O(log n + batches scanned): batch headers are read until one's max timestamp
         reaches the target, and only that batch is read, its records scanned for their timestamps and offsets
-        (:func:`first_record_at_or_after`)."""
+        (:func:`first_record_at_or_after`'s search; an uncompressed magic-2 batch is scanned in the same compiled
+        call as the index searches and the header hop)."""
         starting = self.base_offset if starting_offset is None else starting_offset
         time_index, offset_index, log = self.time_index, self.offset_index, self.log
-        # The index searches and the first header hop in one compiled call (every timestamp lookup's path), on the
-        # collaborators' state as in read().
-        found = locate_timestamp(
-            log._descriptor(), log._size, log._path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
-            offset_index._entries, offset_index._path, self.base_offset, time_index._WARM_ENTRIES,
-            offset_index._WARM_ENTRIES, timestamp, starting,
-        )
-        while found is not None:
-            _, position, size = found
-            data = self.log.read(position, size)
-            if len(data) < size:
-                # The file shrank under this reader (a concurrent truncation): the log ends here.
-                return None
+        path = log._path
+
+        def decode(position: int, data: bytes) -> TimestampAndOffset | None:
+            # Compressed and legacy batches: decompressed (bounded) or decoded here.
             try:
-                hit = first_record_at_or_after(batch_view(data), timestamp, starting)
+                return first_record_at_or_after(batch_view(data), timestamp, starting)
             except StorageFormatError as err:
-                raise err.at(self.log.path, position_base=position) from None
-            if hit is not None:
-                return hit
-            found = log.locate_batch(position + size, timestamp, by_timestamp=True)
-        return None
+                raise err.at(path, position_base=position) from None
+
+        # Every timestamp lookup's path, so one compiled call on the collaborators' state, as in read().
+        return find_timestamp(
+            log._descriptor(), log._size, path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
+            offset_index._entries, offset_index._path, self.base_offset, time_index._WARM_ENTRIES,
+            offset_index._WARM_ENTRIES, timestamp, starting, DEFAULT_DECODE_LIMITS.max_record_bytes, decode,
+        )
 
     def read_next_offset(self) -> int:
         """The offset after the last batch: base offset if empty. O(bytes after the last index entry)."""

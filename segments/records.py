@@ -468,7 +468,7 @@ class DefaultRecordBatch(RecordBatchHeader, RecordBatch):
             return iter((self.records_region(),))
         return self._decompressed_pieces(max_size)
 
-    def _decompressed_pieces(self, max_size: int) -> Iterator[bytes]:
+    def _decompressed_pieces(self, max_size: int) -> Iterator[bytes | bytearray]:
         try:
             yield from decompress_chunks(self.compression, self.records_region(), magic=MAGIC_V2, max_size=max_size)
         except CorruptRecordError as err:

@@ -891,19 +891,21 @@ def test_bug_a_lock_free_read_overlapping_a_truncation_served_bytes_of_the_rewri
 ) -> None:
     """Was: a read found its byte range, a follower truncation cut the tail and appended other batches, then the
     read copied that range: bytes not starting at a batch (found by the concurrency stress, ~1 run in 60). The
-    truncation lands exactly between the lookup and the copy here; the read must answer with the new tail."""
+    truncation lands exactly after the segment's read (lookup and copy) here, before the log's read returns; the
+    read must answer with the new tail."""
     log = _three_segment_log(pdir, clock)
-    original = LogSegment.read_bytes
+    original = LogSegment.read
     fired: list[bool] = []
 
-    def truncate_between_lookup_and_copy(segment: LogSegment, fetch: Any) -> bytes:
+    def truncate_after_the_copy(segment: LogSegment, *args: Any, **kwargs: Any) -> Any:
+        fetched = original(segment, *args, **kwargs)
         if not fired:
             fired.append(True)
             assert log.truncate_to(7)
             log.append_as_follower(batch(b"r" * 100, b"x", base_offset=7))
-        return original(segment, fetch)
+        return fetched
 
-    monkeypatch.setattr(LogSegment, "read_bytes", truncate_between_lookup_and_copy)
+    monkeypatch.setattr(LogSegment, "read", truncate_after_the_copy)
     fetch = log.read(7, 1 << 20, isolation=Isolation.LOG_END)
     assert fired
     assert records_of(fetch) == [(7, b"r" * 100), (8, b"x")]
@@ -1164,25 +1166,29 @@ def test_a_held_segment_is_read_while_deleted_and_closed_on_release(pdir: Path, 
     first = log.segments.first_segment()
     assert first is not None
     expected = log.read(0, 1 << 20).records
-    fetch = first.read(0, 1 << 20)
-    assert fetch is not None
+
+    def reread() -> bytes:
+        fetch = first.read(0, 1 << 20)
+        assert fetch is not None
+        return fetch.records
+
     with readers.hold(first):
         clock.advance(10 * 3_600_000)
         log.delete_old_segments()
-        assert first.read_bytes(fetch) == expected
+        assert reread() == expected
         clock.advance(DELETE_DELAY)
         run = deleter.run_due()
         assert run.waiting_for_readers == 1 and run.deleted_segments == 2
         assert log_file(pdir, 0).name + DELETED_SUFFIX in names(pdir)
-        assert first.read_bytes(fetch) == expected
+        assert reread() == expected
         clock.advance(30_000)
         run = deleter.run_due()
         assert (run.forced, run.deleted_segments) == (1, 1)
         # Unlinked, yet the reader still reads the right bytes through its open descriptor and index map.
         assert not any(name.startswith("00000000000000000000") for name in names(pdir))
-        assert not first.log.closed and first.read_bytes(fetch) == expected
+        assert not first.log.closed and reread() == expected
         assert first.translate_offset(2) is not None
-        assert [b.base_offset for b in FetchDataInfo(0, first.read_bytes(fetch), 0, 0).batches()] == [0, 1, 2]
+        assert [b.base_offset for b in FetchDataInfo(0, reread(), 0, 0).batches()] == [0, 1, 2]
     assert first.log.closed and deleter.pending() == []
 
 

@@ -9,13 +9,14 @@ import random
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import crc32c as reference_crc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segments._native.batches import find_record_by_timestamp, locate_timestamp
+from segments._native.batches import find_record_by_timestamp, find_timestamp
 from segments.abstract_index import WARM_SECTION_BYTES
 from segments.errors import (
     CorruptIndexError,
@@ -493,7 +494,7 @@ def test_segment_read_matches_the_index_and_walk(
     timestamp=st.integers(950, 1250),
     starting=st.integers(-5, 40),
 )
-def test_timestamp_locate_matches_the_indexes_and_walk(
+def test_timestamp_find_matches_the_indexes_walk_and_record_layout(
     tmp_path: Path,
     data: bytes,
     entries: list[tuple[int, int]],
@@ -501,27 +502,65 @@ def test_timestamp_locate_matches_the_indexes_and_walk(
     timestamp: int,
     starting: int,
 ) -> None:
-    """``locate_timestamp`` (the first batch a timestamp lookup opens) against the documented steps: the time
-    index's largest entry at or below the timestamp, its offset raised to ``starting``, that offset's offset-index
-    position, then the header hop by max timestamp."""
+    """``find_timestamp`` (a timestamp lookup in one call) against the documented steps: the time index's largest
+    entry at or below the timestamp, its offset raised to ``starting``, that offset's offset-index position, the
+    header hop by max timestamp, then each such batch's records (uncompressed magic 2: the record layout; any
+    other batch handed to ``decode``) until one holds the answer."""
     base = 3
     path = tmp_path / "t.log"
     path.write_bytes(data)
     offset_map = b"".join(struct.pack(">ii", r, p) for r, p in entries)
     time_map = b"".join(struct.pack(">qi", t, r) for t, r in times)
+    decoded: list[tuple[int, bytes]] = []
+
+    def decode(position: int, batch: bytes) -> None:
+        decoded.append((position, batch))
+        return None
+
     with FileRecords(path) as log:
         try:
-            outcome: Outcome = locate_timestamp(
+            found = find_timestamp(
                 log._fd, log.size_in_bytes, path, time_map, len(times), "t.timeindex", offset_map, len(entries),
-                "t.index", base, WARM_SECTION_BYTES // 12, WARM_SECTION_BYTES // 8, timestamp, starting,
-            ), None
+                "t.index", base, WARM_SECTION_BYTES // 12, WARM_SECTION_BYTES // 8, timestamp, starting, 64, decode,
+            )
+            outcome: Outcome = None if found is None else (found.timestamp, found.offset), None
         except (CorruptRecordError, CorruptIndexError) as err:
             outcome = None, _error(err)
     slot = ref_index_search([t for t, _ in times], timestamp, True, WARM_SECTION_BYTES // 12)
     offset = base if slot < 0 else base + times[slot][1]
     start, bad_entry = ref_indexed_position(entries, base, max(offset, starting))
-    expected = (None, (CorruptIndexError, None)) if bad_entry is not None else ref_locate(data, start, timestamp, True)
+    expected_decoded: list[tuple[int, bytes]] = []
+    expected: Outcome = None, None
+    if bad_entry is not None:
+        expected = None, (CorruptIndexError, None)
+    else:
+        found, walk_error = ref_walk(data, start, len(data))
+        expected = None, walk_error
+        for position, total in cast(list[tuple[int, int]], found):
+            raw = data[position : position + total]
+            if _last_and_timestamp(raw)[1] < timestamp:
+                continue
+            base_offset, attributes, base_timestamp, max_timestamp, count = (
+                struct.unpack_from(">q", raw, 0)[0],
+                struct.unpack_from(">h", raw, 21)[0],
+                *struct.unpack_from(">qq", raw, 27),
+                struct.unpack_from(">i", raw, 57)[0],
+            )
+            if raw[16] != 2 or attributes & 0x07:
+                expected_decoded.append((position, raw))
+                continue
+            append_time = max_timestamp if attributes & 0x08 else None
+            hit, error = ref_find_by_timestamp(
+                raw[61:], count, base_offset, base_timestamp, append_time, timestamp, starting, 64
+            )
+            if error is not None:
+                expected = None, (error[0], None if error[1] is None else position + 61 + error[1])
+                break
+            if hit is not None:
+                expected = hit, None
+                break
     assert outcome == expected
+    assert decoded == expected_decoded
 
 
 # --- recovery -----------------------------------------------------------------------------------------------------

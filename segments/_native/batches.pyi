@@ -102,6 +102,15 @@ class BatchWalk(Iterator[FileBatch]):
 def locate_batch(
     fd: int, start: int, limit: int, target: int, by_timestamp: bool = False, path: str | None = None
 ) -> tuple[int, int, int] | None: ...
+class TimestampAndOffset:
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    def __init__(self, timestamp: int, offset: int) -> None: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
 class FetchSlice:
     @property
     def offset(self) -> int: ...
@@ -113,8 +122,19 @@ class FetchSlice:
     def size(self) -> int: ...
     @property
     def first_entry_incomplete(self) -> bool: ...
+    @property
+    def records(self) -> bytes: ...
+    @property
+    def path(self) -> str | None: ...
     def __init__(
-        self, offset: int, segment_base_offset: int, position: int, size: int, first_entry_incomplete: bool = False
+        self,
+        offset: int,
+        segment_base_offset: int,
+        position: int,
+        size: int,
+        first_entry_incomplete: bool = False,
+        records: bytes = b"",
+        path: str | None = None,
     ) -> None: ...
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
@@ -122,7 +142,7 @@ class FetchSlice:
 def fetch_slice(
     fd: int,
     file_size: int,
-    path: str | PathLike[str] | None,
+    path: str | None,
     index_map: Buffer | None,
     index_entries: int,
     index_path: str | PathLike[str] | None,
@@ -141,7 +161,7 @@ def indexed_position(
     warm_entries: int,
     offset: int,
 ) -> int: ...
-def locate_timestamp(
+def find_timestamp(
     fd: int,
     file_size: int,
     path: str | PathLike[str] | None,
@@ -156,7 +176,9 @@ def locate_timestamp(
     offset_warm: int,
     timestamp: int,
     starting_offset: int,
-) -> tuple[int, int, int] | None: ...
+    max_record_bytes: int,
+    decode: Callable[[int, bytes], TimestampAndOffset | None],
+) -> TimestampAndOffset | None: ...
 def find_record_by_timestamp(
     region: Buffer,
     count: int,

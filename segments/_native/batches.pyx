@@ -29,14 +29,20 @@ cdef extern from "crc32c_batches.h" nogil:
     void logmgr_crc32c_many(const uint8_t *const *data, const size_t *length, uint32_t *out, int n)
 
 from segments._native.wire cimport (
+    ATTRIBUTE_CODEC_MASK,
+    ATTRIBUTE_LOG_APPEND_TIME,
     ATTRIBUTES_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE_UP_TO_MAGIC,
     LEGACY_TIMESTAMP_OFFSET,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
     MAGIC_V2,
+    MAX_TIMESTAMP_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
+    RECORDS_COUNT_OFFSET,
     WIRE_OK,
     legacy_max_timestamp,
     load_be16,
@@ -676,26 +682,64 @@ def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bin
     raise _locate_failure(&found, path)
 
 
+cdef class TimestampAndOffset:
+    """A record found by timestamp (:meth:`segments.log_segment.LogSegment.find_offset_by_timestamp`): its timestamp
+    and offset. Immutable, compared and hashed by value; made by the compiled lookup without a Python-level
+    constructor call."""
+
+    cdef readonly object timestamp
+    cdef readonly object offset
+
+    def __init__(self, timestamp, offset):
+        self.timestamp = timestamp
+        self.offset = offset
+
+    def __eq__(self, other):
+        if type(other) is not TimestampAndOffset:
+            return NotImplemented
+        return self.timestamp == (<TimestampAndOffset>other).timestamp and \
+            self.offset == (<TimestampAndOffset>other).offset
+
+    def __hash__(self):
+        return hash((self.timestamp, self.offset))
+
+    def __repr__(self):
+        return f"TimestampAndOffset(timestamp={self.timestamp!r}, offset={self.offset!r})"
+
+
+cdef TimestampAndOffset _timestamp_and_offset(timestamp, offset):
+    cdef TimestampAndOffset found = TimestampAndOffset.__new__(TimestampAndOffset)
+    found.timestamp = timestamp
+    found.offset = offset
+    return found
+
+
 cdef class FetchSlice:
-    """A read result (:meth:`segments.log_segment.LogSegment.read`): the first batch's last offset and a byte
-    range of the segment's ``.log``. Immutable, compared and hashed by value."""
+    """A read result (:meth:`segments.log_segment.LogSegment.read`): the first batch's last offset, a byte range of
+    the segment's ``.log`` (``path``) and its bytes (``records``: shorter than ``size`` only when the file shrank
+    under the read). Immutable, compared and hashed by value."""
 
     cdef readonly object offset
     cdef readonly long long segment_base_offset
     cdef readonly Py_ssize_t position
     cdef readonly Py_ssize_t size
     cdef readonly bint first_entry_incomplete
+    cdef readonly bytes records
+    cdef readonly object path
 
     def __init__(self, offset, long long segment_base_offset, Py_ssize_t position, Py_ssize_t size,
-                 bint first_entry_incomplete=False):
+                 bint first_entry_incomplete=False, bytes records=b"", path=None):
         self.offset = offset
         self.segment_base_offset = segment_base_offset
         self.position = position
         self.size = size
         self.first_entry_incomplete = first_entry_incomplete
+        self.records = records
+        self.path = path
 
     cdef tuple _key(self):
-        return (self.offset, self.segment_base_offset, self.position, self.size, self.first_entry_incomplete)
+        return (self.offset, self.segment_base_offset, self.position, self.size, self.first_entry_incomplete,
+                self.records, self.path)
 
     def __eq__(self, other):
         if type(other) is not FetchSlice:
@@ -708,8 +752,32 @@ cdef class FetchSlice:
     def __repr__(self):
         return (
             f"FetchSlice(offset={self.offset!r}, segment_base_offset={self.segment_base_offset!r}, "
-            f"position={self.position!r}, size={self.size!r}, first_entry_incomplete={self.first_entry_incomplete!r})"
+            f"position={self.position!r}, size={self.size!r}, first_entry_incomplete={self.first_entry_incomplete!r}, "
+            f"records=<{len(self.records)} bytes>, path={self.path!r})"
         )
+
+
+cdef bytes _read_range(int fd, Py_ssize_t position, Py_ssize_t size, path):
+    """Bytes ``[position, position + size)`` of the open file ``fd`` (short only when the file shrank under the
+    read), GIL released over the ``pread``; a failure raises ``OSError`` naming ``path`` and the range, as
+    :meth:`segments.file_records.FileRecords.read` does. O(size)."""
+    cdef bytes data
+    cdef uint8_t *buf
+    cdef Py_ssize_t got = 0
+    cdef int err
+    if size <= 0:
+        return b""
+    data = PyBytes_FromStringAndSize(NULL, size)
+    buf = <uint8_t *>PyBytes_AS_STRING(data)
+    with nogil:
+        err = _pread_full(fd, buf, size, position, &got)
+    if err != 0:
+        raise OSError(
+            err,
+            f"{os.strerror(err)} (read of {size} bytes at position {position})",
+            None if path is None else os.fspath(path),
+        )
+    return data if got == size else data[:got]
 
 
 cdef int64_t _clamped(object value):
@@ -759,14 +827,21 @@ def indexed_position(index_map, Py_ssize_t entries, index_path, long long base_o
     return _indexed_position(index_map, entries, index_path, base_offset, warm_entries, _clamped(offset))
 
 
-def locate_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time_entries, time_index_path,
-                     offset_map, Py_ssize_t offset_entries, offset_index_path, long long base_offset, Py_ssize_t time_warm,
-                     Py_ssize_t offset_warm, timestamp, starting_offset):
-    """The first batch Kafka's ``LogSegment.findOffsetByTimestamp`` opens, in one call: the time index's largest
-    entry at or below ``timestamp`` (12-byte entries of ``time_map``; none: the base offset), its offset raised to
+def find_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time_entries, time_index_path,
+                   offset_map, Py_ssize_t offset_entries, offset_index_path, long long base_offset,
+                   Py_ssize_t time_warm, Py_ssize_t offset_warm, timestamp, starting_offset,
+                   int64_t max_record_bytes, decode):
+    """Kafka's ``LogSegment.findOffsetByTimestamp`` in one call: the time index's largest entry at or below
+    ``timestamp`` (12-byte entries of ``time_map``; none: the base offset), its offset raised to
     ``starting_offset``, that offset's offset-index position (:func:`fetch_slice`'s search and error), then the
-    header hop to the first batch whose max timestamp is >= ``timestamp`` (:func:`locate_batch`). ``(last offset,
-    position, size)`` or None. O(log entries + batches skipped), GIL released over the searches and the hop."""
+    header hop to the first batch whose max timestamp is >= ``timestamp`` (:func:`locate_batch`), the read of that
+    batch and the search of its records (CRC not checked, as Kafka's search does not): an uncompressed magic-2
+    batch's records are scanned here (:func:`find_record_by_timestamp`, records above ``max_record_bytes``
+    refused), any other batch is handed to ``decode(position, batch bytes)``, which returns the answer or None.
+    A batch without the answer continues the hop after it. The :class:`TimestampAndOffset` of the first record
+    with timestamp >= ``timestamp`` and offset >= ``starting_offset``, or None (also when the file shrank under the
+    read). Errors name ``path`` and the file position. O(log entries + batches skipped + the batches read), GIL
+    released over the searches, the hop, the read and the record scan."""
     cdef Py_buffer view
     cdef int64_t target = _clamped(timestamp)
     cdef int64_t starting = _clamped(starting_offset)
@@ -775,6 +850,12 @@ def locate_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t ti
     cdef Py_ssize_t entries = time_entries
     cdef Py_ssize_t start
     cdef _Located found
+    cdef _TimestampScan scan
+    cdef bytes data
+    cdef const uint8_t *p
+    cdef int64_t batch_base, batch_timestamp
+    cdef bint append_time
+    cdef int64_t append_timestamp
     if entries > 0:
         if time_map is None:
             raise ValueError(f"{time_index_path}: index is closed")
@@ -790,25 +871,53 @@ def locate_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t ti
             PyBuffer_Release(&view)
     start = _indexed_position(offset_map, offset_entries, offset_index_path, base_offset, offset_warm,
                               max(offset, starting))
-    with nogil:
-        _locate(fd, start, file_size, target, True, &found)
-    if found.status == LOCATE_FOUND:
-        return <object>found.base + <object>found.delta, found.position, found.total
-    if found.status == LOCATE_END:
-        return None
-    raise _locate_failure(&found, path)
+    while True:
+        with nogil:
+            _locate(fd, start, file_size, target, True, &found)
+        if found.status == LOCATE_END:
+            return None
+        if found.status != LOCATE_FOUND:
+            raise _locate_failure(&found, path)
+        data = _read_range(fd, found.position, found.total, path)
+        if PyBytes_GET_SIZE(data) < found.total:
+            # The file shrank under this reader (a concurrent truncation): the log ends here.
+            return None
+        p = <const uint8_t *>PyBytes_AS_STRING(data)
+        # (The bytes are read again after the hop: a concurrent truncation may have rewritten them, so the size
+        # is checked against the header here too.)
+        if found.total >= RECORD_BATCH_OVERHEAD and p[MAGIC_OFFSET] == MAGIC_V2 and \
+                load_be16(p + ATTRIBUTES_OFFSET) & ATTRIBUTE_CODEC_MASK == 0:
+            batch_base = <int64_t>load_be64(p)
+            batch_timestamp = <int64_t>load_be64(p + BASE_TIMESTAMP_OFFSET)
+            append_time = load_be16(p + ATTRIBUTES_OFFSET) & ATTRIBUTE_LOG_APPEND_TIME != 0
+            append_timestamp = <int64_t>load_be64(p + MAX_TIMESTAMP_OFFSET)
+            with nogil:
+                _scan_timestamps(p + RECORD_BATCH_OVERHEAD, <size_t>(found.total - RECORD_BATCH_OVERHEAD),
+                                 <int32_t>load_be32(p + RECORDS_COUNT_OFFSET), batch_base, batch_timestamp,
+                                 append_time, append_timestamp, target, starting, max_record_bytes, &scan)
+            hit = _scan_answer(&scan, batch_base, batch_timestamp, append_timestamp if append_time else None,
+                               max_record_bytes, path, found.position + RECORD_BATCH_OVERHEAD)
+            if hit is not None:
+                return _timestamp_and_offset((<tuple>hit)[0], (<tuple>hit)[1])
+        else:
+            hit = decode(found.position, data)
+        if hit is not None:
+            return hit
+        start = found.position + found.total
 
 
 def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_entries, index_path,
                 long long base_offset, Py_ssize_t warm_entries, start_offset, max_position, Py_ssize_t max_size,
                 bint min_one_message):
-    """Kafka's ``LogSegment.read`` in one call: the offset index's entry for ``start_offset`` (the largest at or
-    below it, in ``index_map``'s first ``index_entries`` 8-byte entries; the file start when none), then the
-    header hop from there to the batch holding it (:func:`locate_batch` up to ``file_size``), then the fetch's
-    byte range: at most ``max_size`` bytes (at least that batch when ``min_one_message``), never past
-    ``max_position`` (``None``: ``file_size``). A :class:`FetchSlice`, or None when the offset is past the
-    segment. An index entry with a negative position raises :class:`CorruptIndexError` naming ``index_path``;
-    the hop raises as :func:`locate_batch`. O(log entries + batches skipped), GIL released over both."""
+    """Kafka's ``LogSegment.read`` and the read of its bytes in one call: the offset index's entry for
+    ``start_offset`` (the largest at or below it, in ``index_map``'s first ``index_entries`` 8-byte entries; the
+    file start when none), then the header hop from there to the batch holding it (:func:`locate_batch` up to
+    ``file_size``), then the fetch's byte range: at most ``max_size`` bytes (at least that batch when
+    ``min_one_message``), never past ``max_position`` (``None``: ``file_size``), and its bytes. A
+    :class:`FetchSlice` (its ``path`` is ``path``), or None when the offset is past the segment. An index entry with a negative position
+    raises :class:`CorruptIndexError` naming ``index_path``; the hop raises as :func:`locate_batch`, the read of
+    the range an ``OSError`` naming ``path``. O(log entries + batches skipped + bytes read), GIL released over
+    the search, the hop and the read."""
     cdef int64_t target = _clamped(start_offset)
     cdef Py_ssize_t start = _indexed_position(index_map, index_entries, index_path, base_offset, warm_entries, target)
     cdef _Located found
@@ -830,7 +939,89 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     result.position = found.position
     result.size = size
     result.first_entry_incomplete = adjusted < found.total
+    result.records = _read_range(fd, found.position, size, path)
+    result.path = path
     return result
+
+
+cdef struct _TimestampScan:
+    # 0 = not found, 1 = found, 2 = bad length varint, 3 = too large, 4 = bad size, 5 = body too short,
+    # 6 = deltas past the record.
+    int status
+    size_t start
+    size_t left
+    int32_t body
+    int64_t timestamp_delta
+    int32_t offset_delta
+
+
+cdef void _scan_timestamps(const uint8_t *data, size_t end, int32_t count, int64_t base_offset,
+                           int64_t base_timestamp, bint append_time, int64_t append_timestamp, int64_t target,
+                           int64_t starting_offset, int64_t max_record_bytes, _TimestampScan *out) noexcept nogil:
+    """The record loop of :func:`find_record_by_timestamp` (its status, and where and why it stopped)."""
+    cdef size_t pos = 0
+    cdef size_t body_end
+    cdef int64_t timestamp
+    cdef int32_t i
+    out.status = 0
+    out.body = 0
+    out.timestamp_delta = 0
+    out.offset_delta = 0
+    for i in range(max(count, 0)):
+        out.start = pos
+        if read_varint(data, end, &pos, &out.body) != WIRE_OK:
+            out.status = 2
+            return
+        if out.body > max_record_bytes:
+            out.status = 3
+            return
+        if out.body < 0 or <size_t>out.body > end - pos:
+            out.status = 4
+            out.left = end - pos
+            return
+        body_end = pos + <size_t>out.body
+        if pos >= body_end:
+            out.status = 5
+            return
+        pos += 1  # attributes: unused
+        if read_varlong(data, body_end, &pos, &out.timestamp_delta) != WIRE_OK or \
+                read_varint(data, body_end, &pos, &out.offset_delta) != WIRE_OK:
+            out.status = 6
+            return
+        timestamp = append_timestamp if append_time else _sat_add(base_timestamp, out.timestamp_delta)
+        if timestamp >= target and _sat_add(base_offset, out.offset_delta) >= starting_offset:
+            out.status = 1
+            return
+        pos = body_end
+
+
+cdef object _scan_answer(_TimestampScan *scan, int64_t base_offset, int64_t base_timestamp, log_append_time,
+                         int64_t max_record_bytes, path, Py_ssize_t position_base):
+    """``(timestamp, offset)``, None, or the error of a :func:`_scan_timestamps` that ended on a flaw, at its
+    record's position plus ``position_base`` in ``path``."""
+    cdef Py_ssize_t at = position_base + <Py_ssize_t>scan.start
+    if scan.status == 0:
+        return None
+    if scan.status == 1:
+        offset = <object>base_offset + <object>scan.offset_delta
+        if log_append_time is not None:
+            return log_append_time, offset
+        return <object>base_timestamp + <object>scan.timestamp_delta, offset
+    if scan.status == 2:
+        raise CorruptRecordError("buffer ends inside a varint", path=path, position=at)
+    if scan.status == 3:
+        raise RecordTooLargeError(
+            f"record of {scan.body} bytes exceeds the limit of {max_record_bytes}", path=path, position=at
+        )
+    if scan.status == 4:
+        raise CorruptRecordError(
+            f"invalid record size: expected {scan.body} bytes in record payload, but only {scan.left} remain",
+            path=path,
+            position=at,
+        )
+    if scan.status == 5:
+        raise CorruptRecordError("record ends before its attributes byte", path=path, position=at)
+    raise CorruptRecordError("record ends inside its timestamp or offset delta", path=path, position=at)
 
 
 def find_record_by_timestamp(region, int32_t count, int64_t base_offset, int64_t base_timestamp,
@@ -847,64 +1038,13 @@ def find_record_by_timestamp(region, int32_t count, int64_t base_offset, int64_t
     cdef const uint8_t[::1] view = region
     cdef const uint8_t *data = &view[0] if view.shape[0] else NULL
     cdef size_t end = view.shape[0]
-    cdef size_t pos = 0
-    cdef size_t start = 0
-    cdef size_t body_end
-    cdef int32_t body = 0
-    cdef int64_t timestamp_delta = 0
-    cdef int32_t offset_delta = 0
-    cdef int64_t timestamp = 0
-    cdef int64_t offset = 0
-    cdef int32_t i
-    cdef int status = 0
     cdef bint append_time = log_append_time is not None
     cdef int64_t append_timestamp = log_append_time if append_time else 0
-    # 0 = not found, 1 = found, 2 = bad length varint, 3 = too large, 4 = bad size, 5 = body too short.
+    cdef _TimestampScan scan
     with nogil:
-        for i in range(max(count, 0)):
-            start = pos
-            if read_varint(data, end, &pos, &body) != WIRE_OK:
-                status = 2
-                break
-            if body > max_record_bytes:
-                status = 3
-                break
-            if body < 0 or <size_t>body > end - pos:
-                status = 4
-                break
-            body_end = pos + <size_t>body
-            if pos >= body_end:
-                status = 5
-                break
-            pos += 1  # attributes: unused
-            if read_varlong(data, body_end, &pos, &timestamp_delta) != WIRE_OK or \
-                    read_varint(data, body_end, &pos, &offset_delta) != WIRE_OK:
-                status = 6
-                break
-            timestamp = append_timestamp if append_time else _sat_add(base_timestamp, timestamp_delta)
-            offset = _sat_add(base_offset, offset_delta)
-            if timestamp >= target and offset >= starting_offset:
-                status = 1
-                break
-            pos = body_end
-    if status == 0:
-        return None
-    if status == 1:
-        if append_time:
-            return log_append_time, <object>base_offset + <object>offset_delta
-        return <object>base_timestamp + <object>timestamp_delta, <object>base_offset + <object>offset_delta
-    if status == 2:
-        raise CorruptRecordError("buffer ends inside a varint", position=start)
-    if status == 3:
-        raise RecordTooLargeError(f"record of {body} bytes exceeds the limit of {max_record_bytes}", position=start)
-    if status == 4:
-        raise CorruptRecordError(
-            f"invalid record size: expected {body} bytes in record payload, but only {end - pos} remain",
-            position=start,
-        )
-    if status == 5:
-        raise CorruptRecordError("record ends before its attributes byte", position=start)
-    raise CorruptRecordError("record ends inside its timestamp or offset delta", position=start)
+        _scan_timestamps(data, end, count, base_offset, base_timestamp, append_time, append_timestamp, target,
+                         starting_offset, max_record_bytes, &scan)
+    return _scan_answer(&scan, base_offset, base_timestamp, log_append_time, max_record_bytes, None, 0)
 
 
 cdef int64_t _MAX_RELATIVE_OFFSET = 2147483647

@@ -655,8 +655,8 @@ def parse_log_lookups(data: bytes, scratch: Path) -> None:
 
 
 def parse_segment_fetch(data: bytes, scratch: Path) -> None:
-    """A fetch's and a timestamp lookup's compiled calls (``fetch_slice``, ``locate_timestamp``: index searches
-    and the header hop) over a read-only segment: a 2-byte length, that many bytes of ``.index`` then of
+    """A fetch's and a timestamp lookup's compiled calls (``fetch_slice``, ``find_timestamp``: index searches,
+    the header hop, the read and the record scan) over a read-only segment: a 2-byte length, that many bytes of ``.index`` then of
     ``.timeindex``, the rest the ``.log``."""
     split = int.from_bytes(data[:2], "big") % (len(data) + 1)
     index, rest = data[2 : 2 + split], data[2 + split :]
