@@ -335,6 +335,7 @@ class LogManager:
 
     def _load_all(self) -> None:
         work: list[_LoadWork] = []
+        configs: dict[str, LogConfig] = {}
         for log_dir in self._dirs.values():
             if log_dir.state.offline:
                 continue
@@ -347,15 +348,18 @@ class LogManager:
                 log_dir.recovery_points_written_ns = None
             start_offsets = self._read_checkpoint(log_dir.path / LOG_START_OFFSET_CHECKPOINT_FILE)
             try:
-                children = sorted(log_dir.path.iterdir())
+                # Directories only, symbolic links to one excluded: the listing's file types, no stat per entry.
+                with os.scandir(log_dir.path) as entries:
+                    names = sorted(entry.name for entry in entries if entry.is_dir(follow_symlinks=False))
             except OSError as err:
                 self._dir_failure(log_dir, "listing", err)
                 continue
-            for child in children:
-                if not child.is_dir() or child.is_symlink() or child.name in _SKIPPED_DIRS:
+            for name in names:
+                if name in _SKIPPED_DIRS:
                     continue
+                child = log_dir.path / name
                 try:
-                    parsed = PartitionDirName.parse(child.name)
+                    parsed = PartitionDirName.parse(name)
                 except StorageFormatError as err:
                     raise LogmgrError(f"{child}: not a partition directory ({err.message})") from None
                 if parsed.topic == _METADATA_TOPIC:
@@ -367,16 +371,20 @@ class LogManager:
                     logger.warning("skipping %s (%s replica)", child, parsed.kind)
                     continue
                 tp = parsed.topic_partition
+                config = configs.get(tp.topic)
+                if config is None:
+                    # Once per topic: the topic's logs share the (immutable) config, as they would share its values.
+                    config = configs[tp.topic] = self.log_config(tp.topic)
                 # A future log's checkpoint entries are its own (Kafka checkpoints future logs in their dir).
                 work.append((
-                    log_dir, child, self.log_config(tp.topic), recovery_points.get(tp, 0), start_offsets.get(tp, 0),
+                    log_dir, child, config, recovery_points.get(tp, 0), start_offsets.get(tp, 0),
                     parsed.kind == "future",
                 ))
         threads = max(1, self.broker.num_recovery_threads_per_data_dir) * max(1, len(self._dirs))
         done = 0
         failure: BaseException | None = None
         with contextlib.closing(self._run_loads(work, threads, lambda: failure is not None)) as loads:
-            for log_dir, path, load in loads:
+            for log_dir, path, future, load in loads:
                 try:
                     log = load()
                 except (OSError, KafkaStorageError) as err:
@@ -390,7 +398,7 @@ class LogManager:
                         failure = err
                     continue
                 with self._lock:
-                    if PartitionDirName.parse(path.name).kind == "future":
+                    if future:
                         log_dir.future_logs[log.topic_partition] = log
                     else:
                         log_dir.logs[log.topic_partition] = log
@@ -408,8 +416,8 @@ class LogManager:
 
     def _run_loads(
         self, work: list[_LoadWork], threads: int, stopped: Callable[[], bool]
-    ) -> Generator[tuple[LogDir, Path, Callable[[], Log]], None, None]:
-        """Each load of ``work`` as ``(dir, partition path, outcome)``, where ``outcome()`` returns the loaded log or
+    ) -> Generator[tuple[LogDir, Path, bool, Callable[[], Log]], None, None]:
+        """Each load of ``work`` as ``(dir, partition path, is-future, outcome)``, where ``outcome()`` returns the loaded log or
         raises what its load raised; no load starts once ``stopped()``. On one thread the loads run in this thread,
         in order, each when its outcome is called (a pool task per partition cost ~12% of a clean startup); on
         more, in a pool of ``threads``, in completion order, the loads not yet started cancelled once ``stopped()``
@@ -418,17 +426,17 @@ class LogManager:
             for log_dir, path, config, rp, lso, future in work:
                 if stopped():
                     return
-                yield log_dir, path, partial(self._load_one, log_dir, path, config, rp, lso, future=future)
+                yield log_dir, path, future, partial(self._load_one, log_dir, path, config, rp, lso, future=future)
             return
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
             futures = {
-                pool.submit(self._load_one, log_dir, path, config, rp, lso, future=future): (log_dir, path)
+                pool.submit(self._load_one, log_dir, path, config, rp, lso, future=future): (log_dir, path, future)
                 for log_dir, path, config, rp, lso, future in work
             }
             cancelled = False
             for completed in as_completed(futures):
-                log_dir, path = futures[completed]
-                yield log_dir, path, completed.result
+                log_dir, path, future = futures[completed]
+                yield log_dir, path, future, completed.result
                 if not cancelled and stopped():
                     for pending in futures:
                         pending.cancel()
