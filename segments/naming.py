@@ -156,10 +156,10 @@ def offset_from_file_name(name: str) -> int:
     if dot == _OFFSET_WIDTH:
         prefix = name[:dot]
         if prefix.isascii() and prefix.isdigit():
-            offset = int(prefix)
-            if offset <= INT64_MAX:
+            canonical = int(prefix)
+            if canonical <= INT64_MAX:
                 # A canonical name (every name Kafka writes): what the strict parse below gives it.
-                return offset
+                return canonical
     if dot < 0:
         raise InvalidOffsetError(f"file name {name!r} has no '.' after its offset")
     offset = _parse_java_integer(name[:dot], 64)
