@@ -26,6 +26,26 @@ def _named(err: OSError, path: str) -> OSError:
     return OSError(err.errno, err.strerror, path)
 
 
+_READ_CHUNK = 1 << 16
+
+
+def read_file_bytes(path: str | PathLike[str]) -> bytes:
+    """The whole content of the file at ``path`` through descriptor calls (open, read to the end, close): a few
+    microseconds less than a buffered ``open(path, "rb").read()`` for each of the small files a log load reads by
+    the thousand (checkpoints, producer snapshots). Raises what that raises, an ``OSError`` naming ``path``
+    (``FileNotFoundError``, ``IsADirectoryError`` ...). O(size)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, _READ_CHUNK):
+            chunks.append(chunk)
+    except OSError as err:
+        raise _named(err, os.fspath(path)) from err
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 def fsync_dir(path: str | PathLike[str]) -> None:
     """Fsync the directory ``path`` so entries created, renamed or removed in it are durable. O(1).
 

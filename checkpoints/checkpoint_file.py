@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from os import PathLike
 from typing import Generic, TypeVar
 
-from checkpoints.atomic import atomic_write_bytes
+from checkpoints.atomic import atomic_write_bytes, read_file_bytes
 from checkpoints.java_text import check_line_separator, decode_utf8, split_lines, split_whitespace
 from segments.errors import CorruptCheckpointError
 from segments.java_numbers import parse_java_int
@@ -106,8 +106,7 @@ class TextCheckpointFile(ABC, Generic[ReadT, WriteT]):
         Raises :class:`CorruptCheckpointError` naming the file and line when it is malformed.
         """
         try:
-            with open(self.path, "rb") as source:
-                data = source.read()
+            data = read_file_bytes(self.path)
         except FileNotFoundError:
             data = b""
         return self._parse(data)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from os import PathLike
 
-from checkpoints.atomic import atomic_write_bytes
+from checkpoints.atomic import atomic_write_bytes, read_file_bytes
 from segments._native.crc import crc32c
 from segments.errors import CorruptSnapshotError
 from segments.java_numbers import check_java_int
@@ -126,8 +126,7 @@ def read_producer_snapshot(path: str | PathLike[str]) -> ProducerSnapshot:
     Raises :class:`~segments.errors.InvalidOffsetError` when the name does not start with an offset.
     """
     offset = offset_from_file_name(os.path.basename(os.fspath(path)))
-    with open(path, "rb") as source:
-        return ProducerSnapshot(offset, parse_producer_snapshot(source.read(), path))
+    return ProducerSnapshot(offset, parse_producer_snapshot(read_file_bytes(path), path))
 
 
 def write_producer_snapshot(

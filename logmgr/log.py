@@ -94,6 +94,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("logmgr.log")
 
+# The roll jitter's random source, shared by every log: seeding one per log cost ~12 us of each log's load.
+_JITTER_RNG = random.Random()
+
 _INT32_MAX = (1 << 31) - 1
 
 EARLIEST_TIMESTAMP = -2
@@ -279,7 +282,7 @@ class Log:
         self._high_watermark: int | None = None
         self._high_watermark_provider: Callable[[], int] | None = None
         self.last_flush_ms = self.clock.time_ms()
-        self._rng = random.Random()
+        self._rng = _JITTER_RNG
         # What appends derive from the config (see _append_facts), for the config object it was derived from.
         self._facts: tuple[LogConfig, bool, int, int | None] | None = None
         # (max.message.bytes, its decode limits): every read hands them out (see _refresh_limits).

@@ -29,7 +29,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -41,7 +40,7 @@ from checkpoints.partition_metadata import PARTITION_METADATA_FILE
 from logmgr.clock import Clock, SystemClock
 from logmgr.config import LogConfig
 from logmgr.leader_epoch_cache import LeaderEpochCache
-from logmgr.log import Log, RecoveryStats, _synchronous
+from logmgr.log import _JITTER_RNG, Log, RecoveryStats, _synchronous
 from logmgr.log_segments import LogSegments
 from logmgr.producer_state import ProducerStateManager
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
@@ -77,13 +76,18 @@ from segments.transactions import TransactionTracker
 
 logger = logging.getLogger("logmgr.loader")
 
-# Kafka draws each segment's roll jitter when the segment object is created, loaded segments included.
-_JITTER_RNG = random.Random()
-
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
-_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, *_INDEX_SUFFIXES)
+_INDEX_SUFFIXES = frozenset((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
+_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _NAME_DIGITS = len(filename_prefix_from_offset(0))
+# The final suffixes of the files step 1 acts on: a listing with none of them is left as it is.
+_TRANSIENT_SUFFIXES = frozenset((TMP_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX))
+
+
+def _last_suffix(name: str) -> str:
+    """The last ``.suffix`` of ``name`` (so ``name.endswith(s)`` for a one-dot suffix ``s`` is ``_last_suffix(name)
+    == s``); for a name without a dot its last character, which is no suffix. O(len(name))."""
+    return name[name.rfind(".") :]
 
 
 def load_log(
@@ -139,8 +143,7 @@ def load_log(
             files = _list_files(partition_dir)
         producer_state = ProducerStateManager(partition_dir, producer_id_expiration_ms, clock, listing=files)
         leader_epochs = LeaderEpochCache(partition_dir)
-        segments = LogSegments()
-        needs_recovery = _open_segments(partition_dir, files, config, segments, stats, clock)
+        segments, needs_recovery = _open_segments(partition_dir, files, config, stats, clock)
         context = _LoadContext(
             partition_dir, config, segments, producer_state, leader_epochs, stats, log_start_offset, take_snapshot
         )
@@ -178,7 +181,7 @@ def load_log(
         leader_epochs.clear()
     if segments.is_empty():
         base = 0 if is_deleted_dir else log_start_offset
-        segments.add(_open_segment(partition_dir, base, config, clock, create=True))
+        segments.add(_open_segment(partition_dir, base, config, partial(_seconds, clock), create=True))
         stats.actions.append(f"created an empty segment at offset {base}")
         last_next_offset = base
     # The active segment keeps preallocated indexes (trimmed ones are re-expanded), as after Kafka's load; an
@@ -233,9 +236,21 @@ SnapshotTaker = Callable[[ProducerStateManager], None]
 truncation) or deferred to one sync (a load)."""
 
 
+def _seconds(clock: Clock) -> float:
+    """``clock``'s time in seconds, the clock a segment takes. O(1)."""
+    return clock.time_ms() / 1000
+
+
 def _open_segment(
-    partition_dir: Path, base_offset: int, config: LogConfig, clock: Clock, *, create: bool, size: int | None = None
+    partition_dir: Path,
+    base_offset: int,
+    config: LogConfig,
+    seconds: Callable[[], float],
+    *,
+    create: bool,
+    size: int | None = None,
 ) -> LogSegment:
+    # Kafka draws each segment's roll jitter when the segment object is created, loaded segments included.
     return LogSegment.open(
         partition_dir,
         base_offset,
@@ -244,7 +259,7 @@ def _open_segment(
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
         roll_jitter_ms=config.random_segment_jitter(_JITTER_RNG),
-        clock=lambda: clock.time_ms() / 1000,
+        clock=seconds,
     )
 
 
@@ -301,8 +316,12 @@ def _complete_swaps_and_remove_temporaries(
     """Step 1 of §6.4, plus the temporaries of interrupted atomic writes. Returns the directory's listing when
     nothing changed it (a clean dir: step 2 reuses it), else None. O(entries)."""
     files = _list_files(partition_dir)
+    suffixes = {_last_suffix(name) for name in files}
+    if suffixes.isdisjoint(_TRANSIENT_SUFFIXES):
+        # No temporary, pending delete, cleaning or swap (a clean dir): nothing below would act.
+        return files
     changed = False
-    if any(name.endswith(TMP_SUFFIX) for name in files):
+    if TMP_SUFFIX in suffixes:
         for name in remove_temporaries(partition_dir, _is_partition_temporary_target):
             stats.actions.append(f"removed {name} (temporary of an interrupted write)")
             del files[name]
@@ -374,18 +393,19 @@ def _open_segments(
     partition_dir: Path,
     files: dict[str, os.DirEntry[str]],
     config: LogConfig,
-    segments: LogSegments,
     stats: RecoveryStats,
     clock: Clock,
-) -> list[LogSegment]:
+) -> tuple[LogSegments, list[LogSegment]]:
     """Step 2 of §6.4 from the directory listing ``files``: a segment per ``.log``, nothing opened (each file
-    opens on first use; the ``.log`` size is the listing's stat); return those that need recovery. Only a
+    opens on first use; the ``.log`` size is the listing's stat); return them and those that need recovery. Only a
     non-empty ``.txnindex`` is read, by Kafka's sanity check. A segment file that is a symbolic link is refused
     here (``OSError(ELOOP)`` naming it), as opening it would be. O(files)."""
-    needs_recovery: list[LogSegment] = []
-    names = sorted(files)
-    for name in names:
-        if name.endswith(_INDEX_SUFFIXES):
+    log_names: list[str] = []
+    for name in sorted(files):
+        suffix = _last_suffix(name)
+        if suffix == LOG_SUFFIX:
+            log_names.append(name)
+        elif suffix in _INDEX_SUFFIXES:
             prefix = name[: name.find(".")]
             if len(prefix) == _NAME_DIGITS and prefix.isascii() and prefix.isdigit() and prefix + LOG_SUFFIX in files:
                 # The .log of a canonically named index is there: no need to read the offset.
@@ -395,16 +415,20 @@ def _open_segments(
                 (partition_dir / name).unlink()
                 stats.actions.append(f"removed {name} (no .log)")
                 del files[name]
-    for name in names:
-        if not name.endswith(LOG_SUFFIX):
-            continue
+    # One clock function for every segment of the load (a segment reads it for its creation time).
+    seconds = partial(_seconds, clock)
+    # The listing's file types tell the links (no stat); only a dir holding one needs each segment's files looked up.
+    links = {name for name, entry in files.items() if entry.is_symlink()}
+    opened: list[LogSegment] = []
+    needs_recovery: list[LogSegment] = []
+    for name in log_names:
         base = offset_from_file_name(name)
         prefix = name[: -len(LOG_SUFFIX)]
-        for kind in _SEGMENT_FILE_SUFFIXES:
-            entry = files.get(prefix + kind)
-            if entry is not None and entry.is_symlink():
-                raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", entry.path)
-        segment = _open_segment(partition_dir, base, config, clock, create=False, size=files[name].stat().st_size)
+        if links:
+            for kind in _SEGMENT_FILE_SUFFIXES:
+                if prefix + kind in links:
+                    raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", files[prefix + kind].path)
+        segment = _open_segment(partition_dir, base, config, seconds, create=False, size=files[name].stat().st_size)
         txn_corrupt = False
         txn_entry = files.get(prefix + TXN_INDEX_SUFFIX)
         if txn_entry is not None and txn_entry.stat().st_size >= AbortedTxn.SIZE:
@@ -415,8 +439,9 @@ def _open_segments(
             segment.txn_index.close()
         if prefix + INDEX_SUFFIX not in files or txn_corrupt:
             needs_recovery.append(segment)
-        segments.add(segment)
-    return needs_recovery
+        opened.append(segment)
+    # Built in one go from the ascending listing (a later name with the same offset replaces an earlier one).
+    return LogSegments(opened), needs_recovery
 
 
 class _LoadContext:

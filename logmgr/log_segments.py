@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from sortedcontainers import SortedDict
 
@@ -20,12 +20,14 @@ from segments.log_segment import LogSegment
 class LogSegments:
     """Ordered map ``base offset -> LogSegment``."""
 
-    def __init__(self) -> None:
-        self._segments: SortedDict = SortedDict()
+    def __init__(self, segments: Iterable[LogSegment] = ()) -> None:
+        """The map of ``segments`` (a later one with the same base offset replaces an earlier one, as
+        :meth:`add` would), built in one go: O(n log n), O(n) when they come in ascending order."""
+        self._segments: SortedDict = SortedDict({segment.base_offset: segment for segment in segments})
         self._lock = threading.RLock()
         # The newest segment, kept in step by every structural change: every append asks for it, and a
         # SortedDict peek costs microseconds.
-        self._last: LogSegment | None = None
+        self._last: LogSegment | None = self._segments.peekitem(-1)[1] if self._segments else None
         # (base offsets, segments) as two lists for floor_segment's C bisect (every fetch's first step) and for
         # values() of the whole log (every timestamp lookup's): dropped by
         # each structural change under the lock, rebuilt by the next lookup. A reader that took the old pair

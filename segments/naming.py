@@ -116,7 +116,9 @@ def filename_prefix_from_offset(offset: int) -> str:
 
 
 def _segment_file(directory: str | PathLike[str], offset: int, kind_suffix: str, suffix: str) -> Path:
-    return Path(directory) / f"{filename_prefix_from_offset(offset)}{kind_suffix}{suffix}"
+    # A Path is joined as it is: Path(path) would parse it again (a log load names files by the thousand).
+    parent = directory if isinstance(directory, Path) else Path(directory)
+    return parent / f"{filename_prefix_from_offset(offset)}{kind_suffix}{suffix}"
 
 
 def log_file(directory: str | PathLike[str], offset: int, suffix: str = "") -> Path:
@@ -151,6 +153,13 @@ def offset_from_file_name(name: str) -> int:
     ``long``. Raises :class:`InvalidOffsetError` when there is no ``.`` or the text is not such a number.
     """
     dot = name.find(".")
+    if dot == _OFFSET_WIDTH:
+        prefix = name[:dot]
+        if prefix.isascii() and prefix.isdigit():
+            canonical = int(prefix)
+            if canonical <= INT64_MAX:
+                # A canonical name (every name Kafka writes): what the strict parse below gives it.
+                return canonical
     if dot < 0:
         raise InvalidOffsetError(f"file name {name!r} has no '.' after its offset")
     offset = _parse_java_integer(name[:dot], 64)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checkpoints.atomic import atomic_write_bytes
+from checkpoints.atomic import atomic_write_bytes, read_file_bytes
 from checkpoints.clean_shutdown import (
     CLEAN_SHUTDOWN_FILE,
     CleanShutdownMarker,
@@ -759,3 +759,19 @@ def test_real_broker_file_facts(kafka_real: Path) -> None:
     assert metadata.topic_id == METADATA_TOPIC_ID
     epochs = LeaderEpochCheckpointFile(kraft36 / "__cluster_metadata-0" / LEADER_EPOCH_CHECKPOINT_FILE).read()
     assert epochs == [EpochEntry(1, 0), EpochEntry(2, 6347), EpochEntry(3, 7454), EpochEntry(4, 31831)]
+
+
+@given(data=st.binary(max_size=3 * (1 << 16) + 7))
+def test_read_file_bytes_reads_what_open_reads(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+    path = tmp_path_factory.mktemp("read") / "file"
+    path.write_bytes(data)
+    assert read_file_bytes(path) == data == path.read_bytes()
+
+
+def test_read_file_bytes_raises_what_open_raises_naming_the_path(tmp_path: Path) -> None:
+    for path, kind in ((tmp_path / "missing", FileNotFoundError), (tmp_path, IsADirectoryError)):
+        with pytest.raises(kind) as raised:
+            read_file_bytes(path)
+        assert raised.value.filename == str(path)
+        with pytest.raises(kind):
+            open(path, "rb").close()

@@ -14,6 +14,7 @@ from contextlib import ExitStack, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -24,6 +25,7 @@ from checkpoints.offset_checkpoint import (
     OffsetCheckpointFile,
 )
 from checkpoints.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
+from logmgr import log_manager as log_manager_module
 from logmgr.clock import ManualClock, SystemClock
 from logmgr.config import BrokerConfig
 from logmgr.dir_lock import LogDirLock
@@ -37,6 +39,7 @@ from logmgr.errors import (
     OffsetOutOfRangeError,
 )
 from logmgr.log import Isolation, Log
+from logmgr.log_loader import load_log
 from logmgr.log_manager import (
     JOB_DELETE_LOGS,
     JOB_FLUSHER,
@@ -48,7 +51,7 @@ from logmgr.log_manager import (
 )
 from logmgr.scheduler import ApsScheduler, ManualScheduler
 from logmgr.verify import verify_paths
-from segments.errors import InvalidTopicError
+from segments.errors import CorruptCheckpointError, InvalidTopicError
 from segments.file_records import FileRecords
 from segments.naming import TopicPartition, delete_dir_name, log_file, producer_snapshot_file
 from segments.records import SimpleRecord
@@ -180,6 +183,52 @@ def test_startup_and_shutdown_write_checkpoints_marker_and_release_the_lock(
     assert [(done, total) for done, total, _ in seen] == [(1, 2), (2, 2)]
     assert {tp for _, _, tp in seen} == {TopicPartition("t", 0), TopicPartition("t", 1)}
     m2.shutdown()
+
+
+@pytest.mark.parametrize("threads", [1, 3], ids=["inline", "pool"])
+@pytest.mark.parametrize("failure", ["io", "other"])
+def test_a_failed_load_is_handled_alike_inline_and_on_a_pool(
+    make: Factory, tmp_path: Path, threads: int, failure: str
+) -> None:
+    """One recovery thread for one dir loads in the calling thread, more on a pool: either way an I/O failure
+    takes the dir offline while its other logs load on, and any other failure is raised with every log loaded
+    meanwhile closed."""
+    d1 = tmp_path / "d1"
+    m = make()
+    m.startup()
+    for partition in range(4):
+        fill(m.get_or_create_log("t", partition), 7)
+    m.shutdown()
+    LogDirLock(d1).release()
+    broken = d1 / "t-1"
+    if failure == "io":
+        outside = tmp_path / "outside.log"
+        (broken / log_file(broken, 0).name).rename(outside)
+        log_file(broken, 0).symlink_to(outside)
+        expected: type[BaseException] = KafkaStorageError
+    else:
+        (broken / "leader-epoch-checkpoint").write_bytes(b"0\n1\nnot an entry\n")
+        expected = CorruptCheckpointError
+    seen: list[tuple[int, int, TopicPartition]] = []
+    loaded: list[Log] = []
+
+    def recording(*args: Any, **kwargs: Any) -> Log:
+        log = load_log(*args, **kwargs)
+        loaded.append(log)
+        return log
+
+    m2 = make(
+        props={"num.recovery.threads.per.data.dir": str(threads)},
+        progress=lambda done, total, tp: seen.append((done, total, tp)),
+    )
+    with mock.patch.object(log_manager_module, "load_log", recording), pytest.raises(expected) as raised:
+        m2.startup()
+    assert all(log._closed for log in loaded)
+    assert m2.all_logs() == []
+    if failure == "io":
+        assert "symbolic link" in str(raised.value) and str(log_file(broken, 0)) in str(raised.value)
+        assert [(done, total) for done, total, _ in seen] == [(1, 4), (2, 4), (3, 4)]
+        assert {tp for _, _, tp in seen} == {TopicPartition("t", p) for p in (0, 2, 3)}
 
 
 def test_clean_shutdown_then_reopen_recovers_nothing_and_keeps_offsets_and_checkpoints(

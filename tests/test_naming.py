@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from segments.errors import InvalidOffsetError, InvalidPartitionDirError, InvalidTopicError
+from segments.java_numbers import parse_java_int
 from segments.naming import (
     CHECKPOINT_SUFFIX,
     CLEANED_SUFFIX,
@@ -86,6 +87,47 @@ def test_offset_from_file_name_follows_parse_long() -> None:
     for bad in ("abc.log", "nodot", ".log", "1_000.log", " 1.log", "9223372036854775808.log", "0x10.log"):
         with pytest.raises(InvalidOffsetError):
             offset_from_file_name(bad)
+
+
+def _strict_offset(name: str) -> int | None:
+    """Kafka's offsetFromFileName without any shortcut: Long.parseLong of the text before the first '.'."""
+    dot = name.find(".")
+    if dot < 0:
+        return None
+    try:
+        return parse_java_int(name[:dot], 64)
+    except ValueError:
+        return None
+
+
+def _offset_or_none(name: str) -> int | None:
+    try:
+        return offset_from_file_name(name)
+    except InvalidOffsetError:
+        return None
+
+
+_NAME_CHARS = st.sampled_from("0123456789.+-a \u0663\uff11")
+
+
+@given(
+    name=st.one_of(
+        # Near-canonical: 20 characters (digits mostly) before a suffix, around the int64 limit too.
+        st.builds(
+            lambda prefix, suffix: prefix + suffix,
+            st.one_of(
+                st.text(_NAME_CHARS, min_size=20, max_size=20),
+                st.integers(0, 10**20 - 1).map(lambda n: f"{n:020d}"),
+                st.integers(2**63 - 5, 2**63 + 5).map(lambda n: f"{n:020d}"),
+            ),
+            st.sampled_from([".log", ".index", ".log.swap", "", "x.log", ".", ".."]),
+        ),
+        st.text(_NAME_CHARS, max_size=30),
+    )
+)
+def test_offset_from_file_name_agrees_with_the_strict_parse(name: str) -> None:
+    # The canonical 20-digit fast path gives what Long.parseLong gives, and every other name takes the strict path.
+    assert _offset_or_none(name) == _strict_offset(name)
 
 
 def test_file_kinds() -> None:
