@@ -3,7 +3,10 @@ child processes, and the synchronisation tools concurrency tests use instead of 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -56,6 +59,35 @@ def _calm_disk_for_cli_cleanup(monkeypatch: pytest.MonkeyPatch) -> None:
 FAILURE_DEADLINE_S = 60.0
 """How long :func:`wait_until` polls: reached only when the awaited condition never comes (the test fails), so it
 is generous enough for a loaded machine and says nothing about speed."""
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(lock_file: Path) -> Iterator[None]:
+    """``lock_file`` locked by a child process (``fcntl.lockf``, as a broker holds its dir's ``.lock``) while the
+    block runs."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys\n"
+            "f = open(sys.argv[1], 'a')\n"
+            "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n",
+            str(lock_file),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=FAILURE_DEADLINE_S)
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = FAILURE_DEADLINE_S) -> None:

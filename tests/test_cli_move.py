@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from click.testing import CliRunner
 from cli import move_log_cmd
 from cli.move_log_cmd import move_log
 from tests import test_log_move
-from tests.conftest import FAILURE_DEADLINE_S
+from tests.conftest import lock_held_elsewhere
 from tests.test_log_move import (
     LEGACY_LOGS,
     TP,
@@ -151,31 +149,11 @@ def test_a_locked_dir_exits_3_and_changes_nothing(make: Factory, dirs: tuple[Pat
     prepared(make, dirs)
     before = tree_hash(d1, d2)
     # A broker holding the target's .lock (fcntl.lockf from another process).
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, sys\n"
-            "f = open(sys.argv[1], 'a')\n"
-            "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-            "print('locked', flush=True)\n"
-            "sys.stdin.read()\n",
-            str(d2 / ".lock"),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with lock_held_elsewhere(d2 / ".lock"):
         code, out = run(str(d1), str(d2), "t-0", "--to", str(d2))
         assert code == 3 and "lock" in out.lower() and "Traceback" not in out, out
         # The dry run reads only: a broker holding the dir does not stop it.
         assert run(str(d1), str(d2), "t-0", "--to", str(d2), "--dry-run")[0] == 0
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(timeout=FAILURE_DEADLINE_S)
     assert tree_hash(d1, d2) == before
 
 

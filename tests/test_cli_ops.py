@@ -34,7 +34,7 @@ from cli.serve_cmd import serve
 from logmgr.log_manager import LogManager
 from logmgr.verify import verify_paths
 from tests import test_disk_tiers
-from tests.conftest import KAFKA_REAL, require_fixtures
+from tests.conftest import KAFKA_REAL, lock_held_elsewhere, require_fixtures
 
 REPO = Path(__file__).resolve().parent.parent
 KRAFT_37 = KAFKA_REAL / "kraft-3.7-clean-transactions" / "kafka-data"
@@ -425,26 +425,8 @@ def test_recover_full_restores_a_torn_dir_with_original_indexes(tmp_path: Path) 
 def locked_dir(tmp_path: Path) -> Iterator[Path]:
     """A log dir copy whose ``.lock`` a child process holds (fcntl.lockf, as a broker does) until teardown."""
     logdir = _copy(KRAFT_37, tmp_path)
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, sys\n"
-            "f = open(sys.argv[1], 'a')\n"
-            "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-            "print('locked', flush=True)\n"
-            "sys.stdin.read()\n",
-            str(logdir / ".lock"),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-    yield logdir
-    assert holder.stdin is not None
-    holder.stdin.close()
-    holder.wait(timeout=TIMEOUT_S)
+    with lock_held_elsewhere(logdir / ".lock"):
+        yield logdir
 
 
 @pytest.mark.parametrize(

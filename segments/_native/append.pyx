@@ -23,6 +23,8 @@ from libc.string cimport memcpy
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
 from segments._native.wire cimport (
+    ATTRIBUTE_CODEC_MASK,
+    ATTRIBUTE_LOG_APPEND_TIME,
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -76,11 +78,6 @@ cdef enum:
     _BAD_OFFSET_RANGE = 15  # a last offset delta below 0
     _BAD_LEADER_COUNT = 16  # leader only: no records, or lastOffsetDelta + 1 != records
 
-# The attribute bits the append reads (the batch layout itself is wire.pxd's).
-cdef enum:
-    _CODEC_MASK = 0x07
-    _LOG_APPEND_TIME_FLAG = 0x08
-
 # Below this many bytes the GIL is kept: releasing and retaking it costs about as much as walking them. (hashlib
 # draws the line at 2 KiB; a 16 KiB batch walks in a few microseconds, during which appenders to other partitions
 # and readers run.)
@@ -133,19 +130,26 @@ cdef struct _Walk:
     size_t wire_position      # offset of a framing flaw in the records region
 
 
-cdef int _grow(_Walk *walk) noexcept nogil:
-    """Room for one more batch; 0 when memory runs out. O(1) amortized."""
+cdef _Batch *_add(_Walk *walk, const uint8_t *batch, size_t position, size_t total, uint8_t magic) noexcept nogil:
+    """A new found batch at ``position`` (its place, size, magic and first 8 bytes filled in; the caller fills the
+    rest); NULL when memory runs out. O(1) amortized."""
     cdef size_t capacity
     cdef _Batch *grown
-    if walk.count < walk.capacity:
-        return 1
-    capacity = 8 if walk.capacity == 0 else walk.capacity * 2
-    grown = <_Batch *>realloc(walk.batches, capacity * sizeof(_Batch))
-    if grown == NULL:
-        return 0
-    walk.batches = grown
-    walk.capacity = capacity
-    return 1
+    cdef _Batch *found
+    if walk.count == walk.capacity:
+        capacity = 8 if walk.capacity == 0 else walk.capacity * 2
+        grown = <_Batch *>realloc(walk.batches, capacity * sizeof(_Batch))
+        if grown == NULL:
+            return NULL
+        walk.batches = grown
+        walk.capacity = capacity
+    found = &walk.batches[walk.count]
+    walk.count += 1
+    found.position = position
+    found.size = total
+    found.magic = magic
+    found.base_offset = <int64_t>load_be64(batch)
+    return found
 
 
 cdef int _walk(_Walk *walk) noexcept nogil:
@@ -190,14 +194,9 @@ cdef int _walk(_Walk *walk) noexcept nogil:
                 return 1
             # Kafka's follower reads a legacy entry's header only (its first offset needs decompression): the
             # caller decodes it (CRC-32 and all) before anything is appended.
-            if not _grow(walk):
+            found = _add(walk, batch, position, total, magic)
+            if found == NULL:
                 return 0
-            found = &walk.batches[walk.count]
-            walk.count += 1
-            found.position = position
-            found.size = total
-            found.magic = magic
-            found.base_offset = <int64_t>load_be64(batch)
             found.last_offset_delta = 0
             found.leader_epoch = -1
             found.attributes = batch[LEGACY_ATTRIBUTES_OFFSET]
@@ -248,7 +247,7 @@ cdef int _walk(_Walk *walk) noexcept nogil:
             walk.failure = _BAD_LEADER_COUNT
             walk.failure_position = position
             return 1
-        if (batch[ATTRIBUTES_OFFSET + 1] & _CODEC_MASK) == 0:
+        if (batch[ATTRIBUTES_OFFSET + 1] & ATTRIBUTE_CODEC_MASK) == 0:
             status = frame_records(batch + RECORD_BATCH_OVERHEAD, total - RECORD_BATCH_OVERHEAD, records,
                                    walk.max_record_bytes, &wire_position)
             if status != WIRE_OK:
@@ -257,21 +256,16 @@ cdef int _walk(_Walk *walk) noexcept nogil:
                 walk.wire_status = status
                 walk.wire_position = wire_position
                 return 1
-        if not _grow(walk):
+        found = _add(walk, batch, position, total, magic)
+        if found == NULL:
             return 0
-        found = &walk.batches[walk.count]
-        walk.count += 1
-        found.position = position
-        found.size = total
-        found.magic = magic
-        found.base_offset = <int64_t>load_be64(batch)
         found.leader_epoch = <int32_t>load_be32(batch + PARTITION_LEADER_EPOCH_OFFSET)
         found.attributes = <int16_t>((batch[ATTRIBUTES_OFFSET] << 8) | batch[ATTRIBUTES_OFFSET + 1])
         found.last_offset_delta = delta
         found.max_timestamp = <int64_t>load_be64(batch + MAX_TIMESTAMP_OFFSET)
         found.producer_id = <int64_t>load_be64(batch + PRODUCER_ID_OFFSET)
         found.records = records
-        walk.compressed += (found.attributes & _CODEC_MASK) != 0
+        walk.compressed += (found.attributes & ATTRIBUTE_CODEC_MASK) != 0
         walk.producers += found.producer_id >= 0
         position += total
     if walk.count == 0 or position != length:
@@ -337,7 +331,7 @@ cdef int _stamp(uint8_t *target, const uint8_t *source, size_t length, _Batch *b
         store_be64(p, <uint64_t>b.base_offset)
         store_be32(p + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t>leader_epoch)
         if stamp_time:
-            b.attributes = b.attributes | _LOG_APPEND_TIME_FLAG
+            b.attributes = b.attributes | ATTRIBUTE_LOG_APPEND_TIME
             b.max_timestamp = now
             store_be16(p + ATTRIBUTES_OFFSET, <uint16_t>b.attributes)
             store_be64(p + MAX_TIMESTAMP_OFFSET, <uint64_t>now)
@@ -385,7 +379,7 @@ cdef class AppendScan:
         cdef size_t i
         cdef Py_ssize_t count = 0
         for i in range(self._count):
-            count += (self._batches[i].attributes & _LOG_APPEND_TIME_FLAG) != 0
+            count += (self._batches[i].attributes & ATTRIBUTE_LOG_APPEND_TIME) != 0
         return count
 
     def spans(self, *, compressed=False, producers=False, legacy=False):
@@ -399,7 +393,7 @@ cdef class AppendScan:
         for i in range(self._count):
             b = &self._batches[i]
             if (every
-                    or (compressed and b.magic == 2 and (b.attributes & _CODEC_MASK) != 0)
+                    or (compressed and b.magic == 2 and (b.attributes & ATTRIBUTE_CODEC_MASK) != 0)
                     or (legacy and b.magic != 2)
                     or (producers and b.producer_id >= 0)):
                 out.append((b.position, b.position + b.size))
