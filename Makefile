@@ -13,10 +13,6 @@ $(VENV)/.installed: pyproject.toml $(NATIVE_SOURCES)
 	$(PY) -m pip install --quiet -e '.[dev,spark]' --config-settings editable_mode=compat
 	touch $@
 
-$(VENV)/.bench-installed: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e '.[dev,spark,bench]' --config-settings editable_mode=compat
-	touch $@
-
 run: $(VENV)/.installed
 	$(PY) examples/demo.py
 	$(PY) examples/embedded_service.py
@@ -33,7 +29,7 @@ test: $(VENV)/.installed lint
 native: $(VENV)/.installed
 	$(PY) setup.py -q build_ext --inplace
 
-bench: $(VENV)/.bench-installed
+bench: $(VENV)/.installed
 	$(PY) bench/run_all.py
 
 clean:
