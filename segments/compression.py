@@ -13,9 +13,9 @@ What goes on disk for a compressed batch is not the bare output of each algorith
 Every decoder enforces ``max_size`` on its output before (or while) producing it, so a small corrupt or hostile
 batch cannot make the reader allocate far more than the caller allowed. :func:`decompress_chunks` yields the
 output in pieces of at most a few hundred KiB (a snappy block, a slice of an inflate or zstd stream), so a reader
-that consumes them as they come holds one piece, never the whole output; lz4 is the exception: its blocks are
-decoded straight into one buffer (no copy per block, no join of records spanning blocks), sized from the frame's
-blocks and never above ``max_size``. Library exceptions never escape:
+that consumes them as they come holds one piece, never the whole output; lz4 blocks are decoded straight into the
+buffer of their piece (no copy per block, no join of records spanning the blocks of a piece), sized from the
+frame's blocks and never above ``max_size``. Library exceptions never escape:
 malformed input raises :class:`~segments.errors.CorruptRecordError` (or a subclass) naming the codec, with the byte
 position inside the compressed input when it is known.
 """
@@ -52,7 +52,7 @@ DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 
 CHUNK_SIZE = 256 * 1024
 """Largest piece :func:`decompress_chunks` yields from an inflate or zstd stream (snappy yields its own blocks: at
-most 64 KiB for Kafka's writer; lz4 its whole output, at most ``max_size``)."""
+most 64 KiB for Kafka's writer; lz4 whole blocks up to this size, or one larger block)."""
 
 _CODEC_MASK = 0x07
 
@@ -143,7 +143,7 @@ def decompress_chunks(
     magic: int = 2,
     max_size: int = DEFAULT_MAX_DECOMPRESSED,
 ) -> Iterator[bytes | bytearray]:
-    """:func:`decompress`, yielding the output in pieces as it is produced (lz4: one piece, decoded in place). O(len(data) + output size) time,
+    """:func:`decompress`, yielding the output in pieces as it is produced. O(len(data) + output size) time,
     O(len(data) + one piece) memory.
 
     Argument checks (magic, codec) raise on the first ``next``; a malformed stream raises when the decoder
@@ -479,11 +479,11 @@ _LZ4_EXPANSION_SLACK = 64
 
 def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) -> Iterator[bytearray]:
     """Kafka's ``KafkaLZ4BlockInputStream``: the frame's descriptor and every block header (and block checksum)
-    are checked first, then the blocks are decoded straight into one buffer, yielded whole. The buffer is sized by
-    the blocks present (a stored block's size; a compressed one's at most its block maximum and
+    are checked first, then the blocks are decoded straight into buffers of whole blocks, each yielded as a piece
+    of at most :data:`CHUNK_SIZE` bytes (or one block). A buffer is sized by the blocks present (a stored block's size; a compressed one's at most its block maximum and
     :data:`_LZ4_MAX_EXPANSION` times its size), never above what ``sink`` still allows, so a frame claiming huge
     sizes allocates no more than its bytes can decode to within the limit. A content size in the descriptor is
-    skipped, as Kafka's reader skips it. O(len(raw) + output) time, O(output) memory."""
+    skipped, as Kafka's reader skips it. O(len(raw) + output) time, O(len(raw) + one piece) memory."""
     end = len(raw)
     if end < 6:
         raise sink.corrupt("frame ends inside its header", 0)
@@ -552,9 +552,29 @@ def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) ->
                     f"block checksum mismatch (stored 0x{stored_sum:08x}, computed 0x{computed:08x})", pos
                 )
             pos += 4
+    # Whole blocks are grouped into pieces of at most CHUNK_SIZE bytes (or one block's bound): a record spanning
+    # blocks of a piece is not joined, and a reader consuming pieces as they come holds one, not the whole output.
+    source = memoryview(raw)
+    group: list[tuple[int, int, bool, int]] = []
+    group_bound = 0
+    for block in blocks:
+        if group and group_bound + block[3] > CHUNK_SIZE:
+            yield _lz4_decode_blocks(source, group, group_bound, sink)
+            group, group_bound = [], 0
+        group.append(block)
+        group_bound += block[3]
+    if group:
+        yield _lz4_decode_blocks(source, group, group_bound, sink)
+
+
+def _lz4_decode_blocks(
+    source: memoryview, blocks: list[tuple[int, int, bool, int]], bound: int, sink: _Sink
+) -> bytearray:
+    """``blocks`` (checked by :func:`_lz4_decompress`: header position, size, stored, output bound) decoded
+    straight into one buffer of at most ``bound`` bytes and what ``sink`` still allows, counted by ``sink``.
+    O(bound)."""
     out = bytearray(min(bound, sink.room()))
     view = memoryview(out)
-    source = memoryview(raw)
     written = 0
     for header, size, stored, block_bound in blocks:
         body = header + 4
@@ -573,7 +593,7 @@ def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) ->
     view.release()
     # Shrinking a bytearray gives back its tail in place, without copying the output.
     del out[written:]
-    yield sink.take(out, 0)
+    return sink.take(out, blocks[0][0])
 
 
 # --- zstd -----------------------------------------------------------------------------------------------------
