@@ -590,8 +590,15 @@ class BrokerConfig:
             for name in ("disk_max_used_ratio", "disk_usage_clean_ratio", "disk_usage_warn_ratio")
             if getattr(self, name) < DISK_TIER_OFF
         ]
+        defaults = {name: f.default for name, f in self.__dataclass_fields__.items()}
         for (lower, low), (upper, high) in itertools.pairwise(tiers):
             if low > high:
+                # The error names a setting that was given: a tier left at its default is not the one to change.
+                if low == defaults[lower] and high != defaults[upper]:
+                    raise ConfigError(
+                        specs[upper].key,
+                        f"invalid value {high!r}: less than {specs[lower].key} ({low!r}, its default)",
+                    )
                 raise ConfigError(
                     specs[lower].key, f"invalid value {low!r}: greater than {specs[upper].key} ({high!r})"
                 )

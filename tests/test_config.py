@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from logmgr.config import (
@@ -762,6 +762,8 @@ def test_arbitrary_topic_properties_give_a_config_or_config_error(props: dict[st
 
 
 @given(st.dictionaries(st.one_of(st.sampled_from(_BROKER_KEYS), st.text(max_size=8)), _values, max_size=8))
+# Bug: a disk tier set below a tier left at its default was blamed on the default's key, which the file lacks.
+@example({"logmgr.disk.usage.clean.ratio": ".1"})
 def test_arbitrary_broker_properties_give_a_config_or_config_error(props: dict[str, ConfigValue]) -> None:
     try:
         broker = BrokerConfig.from_properties(props)

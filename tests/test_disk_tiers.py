@@ -93,8 +93,8 @@ def test_the_tiers_default_to_rocketmqs_seed_values_and_one_switches_a_tier_off(
     assert middle_off.disk_usage_clean_ratio == 1.0 and middle_off.disk_usage_warn_ratio == 0.9
     all_off = BrokerConfig.from_properties({f"logmgr.disk.{k}.ratio": "1" for k in ("max.used", "usage.clean", "usage.warn")})
     assert not all_off.disk_tiers_enabled
-    # Setting a tier below a default one above it is refused, naming both settings.
-    with pytest.raises(ConfigError, match=r"^logmgr\.disk\.max\.used\.ratio: .*greater than logmgr\.disk\.usage\.clean"):
+    # Setting a tier below a default one above it is refused, keyed by the setting given and naming the default.
+    with pytest.raises(ConfigError, match=r"^logmgr\.disk\.usage\.clean\.ratio: .*less than logmgr\.disk\.max\.used\.ratio \(0\.75, its default\)"):
         BrokerConfig.from_properties({"logmgr.disk.usage.clean.ratio": "0.5"})
 
 

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 from crc32c import crc32c
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from logmgr.clock import ManualClock
 from logmgr.config import LogConfig
-from logmgr.errors import InvalidRecordError, RecordBatchTooLargeError
+from logmgr.errors import InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError
 from logmgr.log import Log
 from logmgr.log_loader import load_log
 from segments._native.append import (
@@ -114,6 +114,22 @@ def reference_append(
         return Refused(InvalidRecordError, f"{tp}: invalid batch at position {position}: {err}")
     if not batches or position != len(records):
         return Refused(InvalidRecordError, f"{tp}: an append must hold one or more whole batches")
+    if leader:
+        # Kafka's validateTimestamp with unbounded windows (the default): a record the producer marked LogAppendTime
+        # is refused unless the topic is CreateTime and the record has a timestamp.
+        create_time = append_time is None
+        for number, batch in enumerate(batches):
+            assert isinstance(batch, DefaultRecordBatch)
+            if not batch.attributes & 0x08:
+                continue
+            for index, record in enumerate(batch.records()):
+                if not create_time or record.timestamp == -1:
+                    return Refused(
+                        InvalidTimestampError,
+                        f"{tp}: One or more records have been rejected due to invalid timestamp (batch {number} of "
+                        f"the append, record {index}: Invalid timestamp type in message with offset {record.offset}. "
+                        "Producer should not set timestamp type to LogAppendTime.)",
+                    )
     next_offset = log_end
     stamped = []
     for batch in batches:
@@ -284,7 +300,7 @@ def outcome(log: Log, data: bytes, *, leader: bool, leader_epoch: int) -> Refuse
     before = log.size_in_bytes
     try:
         info = log.append_as_leader(data, leader_epoch=leader_epoch) if leader else log.append_as_follower(data)
-    except (InvalidRecordError, RecordBatchTooLargeError) as err:
+    except (InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError) as err:
         assert log.size_in_bytes == before
         return Refused(type(err), str(err))
     with open(log.active_segment.log.path, "rb") as f:
@@ -307,6 +323,15 @@ def outcome(log: Log, data: bytes, *, leader: bool, leader_epoch: int) -> Refuse
     log_end=st.integers(0, 40),
     leader_epoch=st.integers(-1, 5),
     append_time=st.booleans(),
+)
+# Bug (of this reference): a leader append of a batch the producer marked LogAppendTime to a LogAppendTime topic is
+# refused, as Kafka's validateTimestamp refuses it; the reference accepted it.
+@example(
+    data=bytes.fromhex(
+        "000000000000000000000038ffffffff023a95fdab0008000000000000018bcfe540f00000018bcfe540f0ffffffffffffffffff"
+        "ffffffffff000000010c000000010100"
+    ),
+    leader=True, log_end=0, leader_epoch=0, append_time=True,
 )
 def test_appends_match_the_reference(
     tmp_path: Path, data: bytes, leader: bool, log_end: int, leader_epoch: int, append_time: bool
