@@ -26,9 +26,9 @@ from tests.test_log_move import (
     live_dirs,
     log_bytes,
     start_in_d1,
+    start_legacy,
     stop_mid_copy,
     values,
-    write_legacy_log,
 )
 
 dirs = test_log_move.dirs  # the move tests' fixtures: d1 and d2, managers shut down after
@@ -161,11 +161,7 @@ def test_a_legacy_log_moves_byte_for_byte(make: Factory, dirs: tuple[Path, Path]
     """``logmgr move-log`` of a log written before magic 2 (magic 1 plain and lz4, magic 0 gzip): the moved
     ``.log`` bytes are the source's and it reads as it did."""
     d1, d2 = dirs
-    write_legacy_log(d1, LEGACY_LOGS["magic1-lz4"])
-    m = make()
-    m.startup()
-    current = m.get_log(TP)
-    assert current is not None
+    m, current = start_legacy(make, dirs, LEGACY_LOGS["magic1-lz4"])
     source, view = log_bytes(current), LogView.of(current)
     m.shutdown()
     code, out = run(str(d1), str(d2), "t-0", "--to", str(d2))

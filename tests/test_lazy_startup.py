@@ -24,6 +24,7 @@ from segments.log_segment import LogSegment
 from segments.naming import TopicPartition, log_file
 from segments.records import ControlRecordType, SimpleRecord
 from tests.conftest import calm_disk
+from tests.test_log_loader import read_all
 
 T0 = 1_700_000_000_000
 SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
@@ -69,22 +70,6 @@ def produce(log: Log, clock: ManualClock, count: int, *, aborted_every: int = 0)
             log.append_records([record])
 
 
-def contents(log: Log) -> list[tuple[int, bytes | None]]:
-    """Every record (offset, value) read from the log start, read_committed (aborted ones dropped)."""
-    out: list[tuple[int, bytes | None]] = []
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        info = log.read(offset, 1 << 20, isolation=Isolation.LOG_END)
-        batches = info.batches()
-        assert batches, f"nothing served at {offset}"
-        for batch in batches:
-            batch.ensure_valid()
-            if not batch.is_control:
-                out.extend((r.offset, r.value) for r in batch.records())
-        offset = batches[-1].last_offset + 1
-    return out
-
-
 @pytest.fixture
 def written(tmp_path: Path) -> Iterator[tuple[Path, dict[str, list[tuple[int, bytes | None]]]]]:
     """A partition dir per partition, written and cleanly closed; with what each one holds."""
@@ -94,7 +79,7 @@ def written(tmp_path: Path) -> Iterator[tuple[Path, dict[str, list[tuple[int, by
         log = load_log(tmp_path / f"t-{p}", CONFIG, clock=clock)
         produce(log, clock, 60, aborted_every=9 if p % 2 else 0)
         assert len(log.segments) > 5
-        expected[f"t-{p}"] = contents(log)
+        expected[f"t-{p}"] = read_all(log)
         log.close()
     yield tmp_path, expected
 
@@ -126,7 +111,7 @@ def written_manager_dir(log_dir: Path, clock: ManualClock) -> dict[str, tuple[in
     manager.startup()
     for p in range(PARTITIONS):
         produce(manager.get_or_create_log("t", p), clock, 50, aborted_every=7 if p % 2 else 0)
-    expected = {str(log.topic_partition): (log.log_end_offset, contents(log)) for log in manager.all_logs()}
+    expected = {str(log.topic_partition): (log.log_end_offset, read_all(log)) for log in manager.all_logs()}
     manager.shutdown()
     assert CleanShutdownMarker.exists(log_dir)
     assert list(log_dir.rglob("*.txnindex")), "the data must include transaction indexes"
@@ -159,7 +144,7 @@ def test_clean_startup_opens_and_maps_no_segment_file_until_first_use(tmp_path: 
         log.append_records([SimpleRecord(b"after", b"k", clock.time_ms())])
         assert set(active.open_files) == {"log", "index", "timeindex"}
         assert active.offset_index_path.stat().st_size == restarted.broker.log_config().segment_index_bytes
-        assert contents(log) == [*expected[str(log.topic_partition)][1], (log.log_end_offset - 1, b"after")]
+        assert read_all(log) == [*expected[str(log.topic_partition)][1], (log.log_end_offset - 1, b"after")]
         assert open_segment_files() - before >= {str(active.log.path), str(active.offset_index_path)}
     finally:
         restarted.shutdown()
@@ -200,7 +185,7 @@ def test_clean_startup_reads_the_active_segment_when_the_checkpoint_disagrees(tm
         log = restarted.get_log(TopicPartition("t", 0))
         assert log is not None
         assert log.log_end_offset == end
-        assert contents(log) == [r for r in expected["t-0"][1] if r[0] < end]
+        assert read_all(log) == [r for r in expected["t-0"][1] if r[0] < end]
         assert log.segments.active_segment.open_files != (), "the active segment was read"
         for other in restarted.all_logs():
             if other is not log:
@@ -220,7 +205,7 @@ def test_every_path_works_on_segments_a_clean_load_only_listed(
     # Sizes come from the listing: nothing is opened to report them.
     assert log.size_in_bytes == sum(os.path.getsize(s.log.path) for s in segments)
     assert all(s.open_files == () for s in segments[:-1])
-    assert contents(log) == expected["t-1"]
+    assert read_all(log) == expected["t-1"]
     committed = log.read(0, 1 << 20, isolation=Isolation.READ_COMMITTED)
     assert committed.aborted_transactions, "the aborted transactions come from the .txnindex files"
     target = segments[2]
@@ -232,7 +217,7 @@ def test_every_path_works_on_segments_a_clean_load_only_listed(
     log.roll()
     log.flush()
     log.truncate_to(log.log_end_offset - 3)
-    assert contents(log)[: len(expected["t-1"])] == expected["t-1"]
+    assert read_all(log)[: len(expected["t-1"])] == expected["t-1"]
     log.close()
 
 
@@ -246,7 +231,7 @@ def test_retention_by_size_and_time_deletes_unopened_segments(
     plan = sized.delete_old_segments()
     assert plan.deletions and sized.size_in_bytes <= 2000 + sizes[-1]
     sized.deleter.run_due(everything=True)
-    assert contents(sized) == [r for r in expected["t-0"] if r[0] >= sized.log_start_offset]
+    assert read_all(sized) == [r for r in expected["t-0"] if r[0] >= sized.log_start_offset]
     sized.close()
     timed = clean_load(root / "t-2", clock, replace(CONFIG, retention_ms=30 * 60_000))
     # Every segment is older than the retention: all but the active one go (it is rolled, then deleted too).
@@ -335,14 +320,14 @@ def test_the_cleaner_compacts_a_log_of_unopened_segments(tmp_path: Path) -> None
     produce(log, clock, 60)
     log.roll()
     latest = {}
-    for offset, value in contents(log):
+    for offset, value in read_all(log):
         latest[offset % 7] = (offset, value)
     log.close()
     reopened = clean_load(tmp_path / "t-0", clock, compact)
     cleaner = LogCleaner(BrokerConfig(), lambda: {tmp_path: [reopened]}, clock)  # type: ignore[arg-type,dict-item]
     result = cleaner.clean_log(tmp_path, reopened)
     assert result is not None and result.error is None
-    assert sorted(contents(reopened)) == sorted(latest.values())
+    assert sorted(read_all(reopened)) == sorted(latest.values())
     reopened.close()
 
 
@@ -360,6 +345,6 @@ def test_unclean_load_recovers_every_segment_as_before(
         assert unclean.recovery.recovered_segments == len(unclean.segments)
         assert ([(s.base_offset, s.size) for s in unclean.segments.values()], unclean.log_end_offset) == shape
         assert all(s.open_files == () for s in unclean.segments.values()[:-1])
-        assert contents(unclean) == expected[f"t-{p}"]
+        assert read_all(unclean) == expected[f"t-{p}"]
         assert unclean.read(0, 1 << 20, isolation=Isolation.READ_COMMITTED).aborted_transactions == aborted
         unclean.close()

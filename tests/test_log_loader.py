@@ -85,13 +85,14 @@ def make_log(partition_dir: Path, count: int = 20) -> list[int]:
 
 
 def read_all(log: Log) -> list[tuple[int, bytes | None]]:
-    """Every record from the log start to the log end, batch CRCs checked."""
+    """Every data record (offset, value) from the log start to the log end, batch CRCs checked, control batches
+    skipped (isolation LOG_END: aborted data records are kept). O(log size)."""
     out: list[tuple[int, bytes | None]] = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
         fetch = log.read(offset, 1 << 20, isolation=Isolation.LOG_END)
         batches = fetch.batches()
-        assert batches, f"nothing served at {offset} below the log end {log.log_end_offset}"
+        assert batches, f"{log}: nothing served at {offset} below the log end {log.log_end_offset}"
         for batch in batches:
             batch.ensure_valid()
             out.extend((record.offset, record.value) for record in batch.records() if not batch.is_control)

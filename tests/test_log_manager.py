@@ -56,6 +56,7 @@ from segments.file_records import FileRecords
 from segments.naming import TopicPartition, delete_dir_name, log_file, producer_snapshot_file
 from segments.records import SimpleRecord
 from tests.conftest import FAILURE_DEADLINE_S, KAFKA_REAL, calm_disk, require_fixtures, wait_until
+from tests.test_log_loader import read_all
 
 T0 = 1_700_000_000_000
 MINUTE = 60_000
@@ -126,19 +127,6 @@ def fill(log: Log, count: int, *, ts: int | None = None, step_ms: int = 0) -> No
         offset = log.log_end_offset
         stamp = (log.clock.time_ms() if ts is None else ts) + i * step_ms
         log.append_records([SimpleRecord(b"value-%04d" % offset, b"key", stamp)])
-
-
-def read_all(log: Log) -> list[tuple[int, bytes | None]]:
-    out: list[tuple[int, bytes | None]] = []
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        batches = log.read(offset, 1 << 20, isolation=Isolation.LOG_END).batches()
-        assert batches, f"{log}: nothing served at {offset}"
-        for batch in batches:
-            batch.ensure_valid()
-            out.extend((r.offset, r.value) for r in batch.records() if not batch.is_control)
-        offset = batches[-1].last_offset + 1
-    return out
 
 
 def values(offsets: range) -> list[tuple[int, bytes | None]]:

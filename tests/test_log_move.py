@@ -38,10 +38,18 @@ from segments.compression import CompressionType
 from segments.file_records import iter_batches
 from segments.naming import TopicPartition, log_file, offset_from_file_name
 from segments.records import SimpleRecord
-from tests.conftest import FAILURE_DEADLINE_S, ContendedLock, calm_disk, child_env, wait_until
+from tests.conftest import (
+    CLIENTS_GENERATED,
+    FAILURE_DEADLINE_S,
+    ContendedLock,
+    calm_disk,
+    child_env,
+    require_fixtures,
+    wait_until,
+)
 from tests.test_legacy_follower import legacy_batch
-from tests.test_log_loader import read_legacy
-from tests.test_log_manager import BASE_PROPS, DELETE_DELAY, T0, read_all
+from tests.test_log_loader import read_all, read_legacy
+from tests.test_log_manager import BASE_PROPS, DELETE_DELAY, T0
 
 TP = TopicPartition("t", 0)
 FUTURE_NAME = re.compile(r"t-0\.[0-9a-f]{32}-future")
@@ -483,8 +491,6 @@ def test_a_crash_at_each_step_of_the_move_loads_one_whole_log(make: Factory, dir
 
 # -- legacy logs (magic 0/1 segments, written before magic 2) --------------------------------------------------------
 
-KAFKA_GENERATED = Path("/work/shared/fixtures/kafka-clients-generated")
-
 LEGACY_LOGS: dict[str, list[tuple[int, bytes]]] = {
     # name: the segments of t-0 as (base offset, .log bytes); values v<offset>, timestamps T0 + offset (magic 1).
     "magic0": [(0, legacy_batch(0, None, 0, 12))],
@@ -498,12 +504,20 @@ LEGACY_LOGS: dict[str, list[tuple[int, bytes]]] = {
 }
 
 
-def write_legacy_log(d1: Path, segments: list[tuple[int, bytes]]) -> None:
-    """``t-0`` in d1 made of ``segments`` (no index, snapshot or checkpoint: the first start recovers them)."""
-    pdir = d1 / "t-0"
+def start_legacy(
+    make: Factory, dirs: tuple[Path, Path], segments: list[tuple[int, bytes]], props: dict[str, str] | None = None
+) -> tuple[LogManager, Log]:
+    """``t-0`` written in d1 as the legacy ``segments`` (no index, snapshot or checkpoint: the first start recovers
+    them), then a manager started over it (``make(props)``); the manager and that log."""
+    pdir = dirs[0] / "t-0"
     pdir.mkdir(parents=True)
     for base, data in segments:
         log_file(pdir, base).write_bytes(data)
+    m = make(props)
+    m.startup()
+    current = m.get_log(TP)
+    assert current is not None
+    return m, current
 
 
 def log_bytes(log: Log) -> bytes:
@@ -561,11 +575,8 @@ def assert_reopens_as_is(make: Factory, props: dict[str, str], source: bytes, vi
 
 @pytest.mark.parametrize("name", list(LEGACY_LOGS))
 def test_a_legacy_log_moves_byte_for_byte(make: Factory, dirs: tuple[Path, Path], name: str) -> None:
-    write_legacy_log(dirs[0], LEGACY_LOGS[name])
-    m = make({"log.segment.bytes": "200"})
-    m.startup()
-    current = m.get_log(TP)
-    assert current is not None and current.log_end_offset == 12
+    m, current = start_legacy(make, dirs, LEGACY_LOGS[name], {"log.segment.bytes": "200"})
+    assert current.log_end_offset == 12
     source, view = log_bytes(current), LogView.of(current)
     assert source == b"".join(data for _, data in LEGACY_LOGS[name])
     assert view.records == expected(range(12))
@@ -579,15 +590,9 @@ def test_a_legacy_log_moves_byte_for_byte(make: Factory, dirs: tuple[Path, Path]
 
 @pytest.mark.parametrize("folder", ["magic0-0", "magic0-lz4-0", "magic1-0"])
 def test_kafka_written_legacy_segments_move_byte_for_byte(make: Factory, dirs: tuple[Path, Path], folder: str) -> None:
-    fixture = KAFKA_GENERATED / folder / "00000000000000000000.log"
-    if not fixture.is_file():
-        pytest.skip(f"{fixture} is absent (the shared Kafka-generated fixtures are not mounted)")
-    write_legacy_log(dirs[0], [(0, fixture.read_bytes())])
+    fixture = require_fixtures(CLIENTS_GENERATED / folder / "00000000000000000000.log")
     # The lz4 fixture holds a 467-byte wrapper: segments must hold it.
-    m = make({"log.segment.bytes": "600"})
-    m.startup()
-    current = m.get_log(TP)
-    assert current is not None
+    m, current = start_legacy(make, dirs, [(0, fixture.read_bytes())], {"log.segment.bytes": "600"})
     source, view = log_bytes(current), LogView.of(current)
     assert source == fixture.read_bytes()
     records = [json.loads(line) for line in (fixture.parent / "expected.jsonl").read_text().splitlines()]
@@ -600,11 +605,7 @@ def test_kafka_written_legacy_segments_move_byte_for_byte(make: Factory, dirs: t
 
 def test_a_mixed_log_moves_with_its_producer_state_and_epochs(make: Factory, dirs: tuple[Path, Path]) -> None:
     """Legacy segments, then magic-2 batches of an idempotent producer under two leader epochs."""
-    write_legacy_log(dirs[0], LEGACY_LOGS["magic1-lz4"])
-    m = make()
-    m.startup()
-    current = m.get_log(TP)
-    assert current is not None
+    m, current = start_legacy(make, dirs, LEGACY_LOGS["magic1-lz4"])
     current.roll()
     for n in range(6):
         current.append_records(
@@ -623,12 +624,8 @@ def test_a_mixed_log_moves_with_its_producer_state_and_epochs(make: Factory, dir
 def test_a_crash_in_the_middle_of_a_legacy_copy_resumes_it(make: Factory, dirs: tuple[Path, Path]) -> None:
     """SIGKILL after two copy steps of a legacy log: the next start loads (recovers) the partial future log, whose
     legacy segments are resumed from, and the move completes with the source's bytes."""
-    write_legacy_log(dirs[0], LEGACY_LOGS["magic1-snappy"] + [(12, legacy_batch(0, None, 12, 6))])
     dirs[1].mkdir()
-    m = make()
-    m.startup()
-    current = m.get_log(TP)
-    assert current is not None
+    m, current = start_legacy(make, dirs, LEGACY_LOGS["magic1-snappy"] + [(12, legacy_batch(0, None, 12, 6))])
     source, view = log_bytes(current), LogView.of(current)
     m.shutdown()
     child = subprocess.run(
@@ -687,9 +684,7 @@ def test_a_corrupt_legacy_entry_fails_the_move_typed_and_undoes_it(
     """A damaged entry in a log loaded clean (so not recovered): the future's follower append refuses it with
     InvalidRecordError, even a wrapper whose first offset cannot be decompressed; the future log is deleted and the
     current keeps its bytes."""
-    write_legacy_log(dirs[0], LEGACY_LOGS[name])
-    m = make()
-    m.startup()
+    m, _ = start_legacy(make, dirs, LEGACY_LOGS[name])
     m.shutdown()
     path = log_file(dirs[0] / "t-0", 0)
     damaged = bytearray(path.read_bytes())
