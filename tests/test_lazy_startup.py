@@ -31,6 +31,11 @@ SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
 PARTITIONS = 4
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=100, segment_index_bytes=4096)
 
+Records = list[tuple[int, bytes | None]]
+"""``(offset, value)`` of each record, as :func:`read_all` returns them."""
+Written = tuple[Path, dict[str, Records]]
+"""The :func:`written` fixture: the root dir, and what each partition dir (``t-<p>``) holds."""
+
 
 def open_segment_files() -> set[str]:
     """Paths of segment files this process holds a descriptor for (``/proc/self/fd``; CPython's mmap keeps one
@@ -71,7 +76,7 @@ def produce(log: Log, clock: ManualClock, count: int, *, aborted_every: int = 0)
 
 
 @pytest.fixture
-def written(tmp_path: Path) -> Iterator[tuple[Path, dict[str, list[tuple[int, bytes | None]]]]]:
+def written(tmp_path: Path) -> Iterator[Written]:
     """A partition dir per partition, written and cleanly closed; with what each one holds."""
     clock = ManualClock(T0)
     expected = {}
@@ -105,7 +110,7 @@ def backdate_segment_files(log_dir: Path) -> None:
             os.utime(path, ns=(written - 10**9, written - 10**9))
 
 
-def written_manager_dir(log_dir: Path, clock: ManualClock) -> dict[str, tuple[int, list[tuple[int, bytes | None]]]]:
+def written_manager_dir(log_dir: Path, clock: ManualClock) -> dict[str, tuple[int, Records]]:
     """Partitions written through a manager and cleanly shut down; each one's log end and contents."""
     manager = manager_for(log_dir, clock)
     manager.startup()
@@ -194,9 +199,7 @@ def test_clean_startup_reads_the_active_segment_when_the_checkpoint_disagrees(tm
         restarted.shutdown()
 
 
-def test_every_path_works_on_segments_a_clean_load_only_listed(
-    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
-) -> None:
+def test_every_path_works_on_segments_a_clean_load_only_listed(written: Written) -> None:
     root, expected = written
     clock = ManualClock(T0 + 10**9)
     log = clean_load(root / "t-1", clock)
@@ -221,9 +224,7 @@ def test_every_path_works_on_segments_a_clean_load_only_listed(
     log.close()
 
 
-def test_retention_by_size_and_time_deletes_unopened_segments(
-    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
-) -> None:
+def test_retention_by_size_and_time_deletes_unopened_segments(written: Written) -> None:
     root, expected = written
     clock = ManualClock(T0 + 10**9)
     sized = clean_load(root / "t-0", clock, replace(CONFIG, retention_bytes=2000, file_delete_delay_ms=0))
@@ -242,9 +243,7 @@ def test_retention_by_size_and_time_deletes_unopened_segments(
     timed.close()
 
 
-def test_reader_holding_an_unopened_segment_reads_after_it_is_unlinked(
-    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
-) -> None:
+def test_reader_holding_an_unopened_segment_reads_after_it_is_unlinked(written: Written) -> None:
     root, _ = written
     log = clean_load(root / "t-0", ManualClock(T0 + 10**9), replace(CONFIG, file_delete_delay_ms=0))
     first = log.segments.first_segment()
@@ -285,9 +284,7 @@ def test_unopened_segments_rename_close_and_delete_by_name(tmp_path: Path) -> No
     assert never_opened.log.closed and never_opened.open_files == ()
 
 
-def test_concurrent_first_reads_open_a_segment_once(
-    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
-) -> None:
+def test_concurrent_first_reads_open_a_segment_once(written: Written) -> None:
     root, _ = written
     log = clean_load(root / "t-0")
     target = log.segments.values()[1]
@@ -331,9 +328,7 @@ def test_the_cleaner_compacts_a_log_of_unopened_segments(tmp_path: Path) -> None
     reopened.close()
 
 
-def test_unclean_load_recovers_every_segment_as_before(
-    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
-) -> None:
+def test_unclean_load_recovers_every_segment_as_before(written: Written) -> None:
     root, expected = written
     for p in range(PARTITIONS):
         directory = root / f"t-{p}"

@@ -17,21 +17,13 @@ from logmgr.errors import InvalidRecordError, RecordBatchTooLargeError
 from segments.compression import CompressionType
 from segments.naming import log_file
 from segments.records import SimpleRecord, build_batch
+from tests import test_log
 from tests.test_legacy import LEGACY_CODECS, entry, message, wrapper
-from tests.test_log import open_log
+from tests.test_log import T0, open_log
 from tests.test_log_loader import read_legacy
 
-T0 = 1_700_000_000_000
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
-
-
-@pytest.fixture
-def pdir(tmp_path: Path) -> Path:
-    return tmp_path / "t-0"
+clock = test_log.clock  # the Log tests' fixtures: a ManualClock at T0, and a partition dir in tmp_path
+pdir = test_log.pdir
 
 
 def legacy_batch(magic: int, codec: CompressionType | None, first: int, count: int, *, ts: int = T0) -> bytes:
