@@ -639,17 +639,18 @@ class Log:
                     f"{self.topic_partition}: offsets {first_offset}..{last_offset} of one append do not fit one "
                     "segment (32-bit relative offsets)"
                 )
-            data = scan.data
-            # Producer state is checked before anything is written (duplicates, sequences, epochs).
+            # Producer state is checked before anything is written (duplicates, sequences, epochs), on the batches
+            # as given with the offsets (and append time) the leader stamped in their headers.
             infos = []
             completed = []
             if scan.producer_batches:
-                view = memoryview(data)
-                for start, end in scan.spans(producers=True):
+                view = memoryview(records)
+                append_time = None if not leader or stamp_append_time is None else now
+                for start, end, base_offset in scan.producer_spans():
                     batch = DefaultRecordBatch(view[start:end])
                     info = self.producer_state.prepare_update(batch.producer_id, origin)
                     try:
-                        txn = info.append(batch)
+                        txn = info.append(batch, base_offset, append_time)
                     except DuplicateSequenceError as dup:
                         if not leader or dup.duplicate is None:
                             raise
@@ -664,7 +665,7 @@ class Log:
                         completed.append(txn)
             max_timestamp = scan.max_timestamp
             offset_of_max_timestamp = scan.offset_of_max_timestamp
-            incoming = len(data)
+            incoming = len(records)
             # _maybe_roll, written out (with _io_guarded("roll check")): every append passes here.
             try:
                 segment = self.segments.active_segment
@@ -682,7 +683,9 @@ class Log:
                 (max_timestamp, offset_of_max_timestamp) if max_timestamp > NO_TIMESTAMP else (NO_TIMESTAMP, -1)
             )
             try:
-                position = segment.append_batches(data, scan.largest_offset, segment_timestamp, segment_offset_of_max)
+                position = segment.append_batches(
+                    scan.buffers(), scan.largest_offset, segment_timestamp, segment_offset_of_max
+                )
             except OSError as err:
                 raise self._io_failure(f"append of {incoming} bytes at offset {first_offset}", err) from err
             if leader:

@@ -6,8 +6,8 @@ the max timestamp of its last batch. It validates appends (:class:`ProducerAppen
 completed-but-unreplicated transactions (the first unstable offset bounds READ_COMMITTED reads), and persists its
 state in ``<20-digit map end offset>.snapshot`` files through :mod:`checkpoints.producer_snapshot`.
 
-An append follows Kafka's protocol: ``info = manager.prepare_update(pid, origin)``; ``ended = info.append(batch)``
-for each batch of that producer; ``manager.update(info)``; for an ended transaction compute
+An append follows Kafka's protocol: ``info = manager.prepare_update(pid, origin)``;
+``ended = info.append(batch, base_offset, append_time)`` for each batch of that producer; ``manager.update(info)``; for an ended transaction compute
 ``manager.last_stable_offset(ended)``, write the aborted transaction to the ``.txnindex``, then
 ``manager.complete_txn(ended)``; finally ``manager.update_map_end_offset(last_offset + 1)``.
 :meth:`ProducerStateManager.on_batch` does all of this for one batch.
@@ -362,9 +362,11 @@ class ProducerAppendInfo:
         """Transactions opened by this append. O(1)."""
         return tuple(self._started)
 
-    def append(self, batch: RecordBatch) -> EndedTxn | None:
-        """Validate and account for one batch of this producer; return the transaction its marker ends. O(1)
-        for data batches; a control batch's single record is decoded.
+    def append(self, batch: RecordBatch, base_offset: int, append_time: int | None) -> EndedTxn | None:
+        """Validate and account for one batch of this producer, placed at ``base_offset`` (a leader's append
+        reads the batch as the producer sent it, before its header is stamped) and, when ``append_time`` is given,
+        stamped with that LogAppendTime (then its max timestamp and its records' timestamps); return the
+        transaction its marker ends. O(1) for data batches; a control batch's single record is decoded.
 
         Raises :class:`DuplicateSequenceError` (CLIENT origin, carrying the cached original as ``duplicate``),
         :class:`OutOfOrderSequenceError`, :class:`InvalidProducerEpochError`, :class:`InvalidTxnStateError`,
@@ -380,12 +382,12 @@ class ProducerAppendInfo:
             control_type = ControlRecordType.parse(record.key)
             if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
                 raise CorruptRecordError(
-                    f"control batch of producer {self.producer_id} at offset {batch.base_offset} is a "
+                    f"control batch of producer {self.producer_id} at offset {base_offset} is a "
                     f"{control_type.name} record, not an end-transaction marker"
                 )
             marker = EndTransactionMarker.parse(control_type, record.value)
             return self.append_end_txn_marker(
-                marker, batch.producer_epoch, batch.base_offset, record.timestamp
+                marker, batch.producer_epoch, base_offset, record.timestamp if append_time is None else append_time
             )
         if self.origin is AppendOrigin.CLIENT:
             duplicate = self._current.find_duplicate_batch(batch)
@@ -400,9 +402,9 @@ class ProducerAppendInfo:
             batch.producer_epoch,
             batch.base_sequence,
             batch.last_sequence,
-            batch.max_timestamp,
-            batch.base_offset,
-            batch.last_offset,
+            batch.max_timestamp if append_time is None else append_time,
+            base_offset,
+            base_offset + batch.last_offset - batch.base_offset,
             batch.is_transactional,
         )
         return None
@@ -688,7 +690,7 @@ class ProducerStateManager:
         completed = None
         if batch.producer_id != NO_PRODUCER_ID:
             info = self.prepare_update(batch.producer_id, origin)
-            ended = info.append(batch)
+            ended = info.append(batch, batch.base_offset, None)
             self.update(info)
             if ended is not None:
                 completed = self.complete_txn(ended)

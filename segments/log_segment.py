@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -482,20 +482,24 @@ class LogSegment:
             end = found.end_position
         if count == 0 or end != len(records):
             raise CorruptRecordError(f"append to {self.log.path} must hold whole batches")
-        return self.append_batches(records, largest_offset, largest_timestamp, shallow_offset_of_max)
+        return self.append_batches((records,), largest_offset, largest_timestamp, shallow_offset_of_max)
 
     def append_batches(
-        self, records: bytes | memoryview, largest_offset: int, largest_timestamp: int,
+        self, buffers: Sequence[bytes | memoryview], largest_offset: int, largest_timestamp: int,
         shallow_offset_of_max_timestamp: int,
     ) -> int:
-        """:meth:`append` for a caller that walked the batches already (Kafka's ``LogSegment.append``):
-        ``largest_offset`` is their largest last offset, ``largest_timestamp`` their largest max timestamp if above
-        -1 (else -1) and ``shallow_offset_of_max_timestamp`` the last offset of the first batch holding it (else
-        -1). O(len(records)) for the write."""
+        """:meth:`append` for a caller that walked the batches already (Kafka's ``LogSegment.append``): their
+        bytes are those of ``buffers`` in order (one write: a leader's stamped headers and the producer's records
+        apart, :meth:`~segments._native.append.AppendScan.buffers`), ``largest_offset`` is their largest last
+        offset, ``largest_timestamp`` their largest max timestamp if above -1 (else -1) and
+        ``shallow_offset_of_max_timestamp`` the last offset of the first batch holding it (else -1). O(total
+        length) for the write."""
         # Every append's path: the properties behind these steps are read once, as plain attributes.
         if not 0 <= largest_offset - self.base_offset <= MAX_RELATIVE_OFFSET:
             self._ensure_offset_in_range(largest_offset)
-        position = self.log.append(records)
+        log = self.log
+        position = log.append(*buffers)
+        length = log.size_in_bytes - position
         if position == 0:
             self.rolling_based_timestamp = largest_timestamp
         most = self._max_timestamp_and_offset
@@ -505,9 +509,9 @@ class LogSegment:
             most = self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             append_segment_entries(self.offset_index, self.time_index, largest_offset, position, most.timestamp, most.offset)
-            self._bytes_since_last_index_entry = len(records)
+            self._bytes_since_last_index_entry = length
         else:
-            self._bytes_since_last_index_entry += len(records)
+            self._bytes_since_last_index_entry += length
         return position
 
     def append_aborted_txn(self, aborted: AbortedTxn) -> None:

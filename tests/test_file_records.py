@@ -357,3 +357,41 @@ def test_fuzz_valid_logs_with_any_cut(pieces: list[bytes], data: st.DataObject) 
     found = list(iter_batches(log[:cut]))
     expected = [p for p, piece in zip(_positions(pieces), pieces, strict=True) if p + len(piece) <= cut]
     assert [f.position for f in found] == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=300), min_size=1, max_size=40),
+    cap=st.integers(min_value=1, max_value=700),
+    many=st.booleans(),
+)
+def test_append_writes_every_buffer_through_short_writes_and_past_iov_max(
+    tmp_path_factory: pytest.TempPathFactory, sizes: list[int], cap: int, many: bool
+) -> None:
+    """``append(*buffers)`` writes the buffers' bytes in order however the kernel splits them: each ``pwritev``
+    answers with at most ``cap`` bytes (a short write, possibly ending inside a buffer), and with ``many`` there are
+    more buffers than one call takes (IOV_MAX). The wrapper only shortens what the real call is given: every byte
+    lands in a real file."""
+    rng = random.Random(len(sizes) * 1000 + cap)
+    buffers: list[bytes | memoryview] = [rng.randbytes(size) for size in sizes]
+    if many:
+        buffers = buffers + [bytes([n % 256]) for n in range(os.sysconf("SC_IOV_MAX") + 5)]
+    buffers = [memoryview(b) if n % 3 == 0 else b for n, b in enumerate(buffers)]
+    expected = b"".join(bytes(b) for b in buffers)
+    real = os.pwritev
+    calls: list[int] = []
+
+    def short_pwritev(fd: int, pieces: list[bytes | memoryview], position: int) -> int:
+        assert len(pieces) <= os.sysconf("SC_IOV_MAX")
+        calls.append(len(pieces))
+        joined = b"".join(bytes(p) for p in pieces)
+        return real(fd, [joined[:cap]], position)
+
+    path = tmp_path_factory.mktemp("vectored") / "00000000000000000000.log"
+    with pytest.MonkeyPatch.context() as patch, FileRecords(path, writable=True, create=True) as log:
+        log.append(b"head")
+        patch.setattr(os, "pwritev", short_pwritev)
+        assert log.append(*buffers) == 4
+        assert log.size_in_bytes == 4 + len(expected)
+    assert path.read_bytes() == b"head" + expected
+    assert len(calls) >= (len(expected) + cap - 1) // cap

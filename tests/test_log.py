@@ -49,6 +49,7 @@ from logmgr.log import (
     Log,
 )
 from logmgr.log_loader import load_log
+from logmgr.producer_state import AppendOrigin, ProducerStateManager
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
 from segments.log_segment import LogSegment
 from segments.naming import (
@@ -194,6 +195,36 @@ def test_log_append_time_topic_stamps_the_clock_with_a_valid_crc(pdir: Path, clo
     assert stored.max_timestamp == T0 + 5_000
     assert [r.timestamp for r in stored.records()] == [T0 + 5_000] * 2
     assert log.offset_for_timestamp(T0 + 5_000) == (0, T0 + 5_000)
+
+
+def test_leader_producer_state_matches_a_replay_of_the_stamped_log(pdir: Path, clock: ManualClock) -> None:
+    """A leader's producer state is built from the batches as the producer sent them plus the offsets and append
+    time their headers get as they are written: it equals what a replay of the stored (stamped) batches builds, for
+    a multi-batch append of idempotent and transactional producers and a marker, on a LogAppendTime topic."""
+    log = open_log(pdir, clock, message_timestamp_type="LogAppendTime")
+    clock.advance(5_000)
+    log.append_as_leader(batch(b"x", ts=111))
+    clock.advance(1)
+    log.append_as_leader(
+        batch(b"a", b"b", ts=[1, 2]) + batch(b"c", ts=3, pid=7, epoch=0, seq=0, txn=True)
+        + batch(b"d", b"e", ts=4, pid=8, epoch=1, seq=0),
+        leader_epoch=4,
+    )
+    clock.advance(1)
+    log.append_end_txn_marker(7, 0, ControlRecordType.ABORT, 2, leader_epoch=4)
+    replay = ProducerStateManager(pdir / "replay", clock=clock)
+    stored = log.read(0, 1 << 20).batches()
+    assert [(b.base_offset, b.max_timestamp) for b in stored] == [
+        (0, T0 + 5_000), (1, T0 + 5_001), (3, T0 + 5_001), (4, T0 + 5_001), (6, T0 + 5_002)
+    ]
+    for stored_batch in stored:
+        stored_batch.ensure_valid()
+        replay.on_batch(stored_batch, AppendOrigin.REPLICATION)
+    def entries(manager: ProducerStateManager) -> dict[int, object]:
+        return {pid: entry.to_snapshot_entry() for pid, entry in manager.active_producers.items()}
+    assert entries(log.producer_state) == entries(replay) and set(entries(replay)) == {7, 8}
+    assert log.producer_state.active_producers[8].last_data_offset == 5
+    assert log.producer_state.active_producers[7].to_snapshot_entry().timestamp == T0 + 5_002
 
 
 def test_create_time_records_keep_their_timestamps(pdir: Path, clock: ManualClock) -> None:

@@ -414,14 +414,22 @@ def test_leader_stamping_facts_and_spans() -> None:
     first_end = DefaultRecordBatch(data[: struct.unpack_from(">i", data, 8)[0] + 12]).size_in_bytes
     assert scan.spans() == [(0, first_end), (first_end, len(data))]
     assert scan.spans(compressed=True) == [(first_end, len(data))]
-    assert scan.spans(producers=True) == [(0, first_end)]
+    assert scan.producer_spans() == [(0, first_end, 0)]
     scan.assign_offsets(100, 3)
-    assert isinstance(scan.data, bytes) and scan.data != data
+    # The records are not copied: a stamped header, then a view of the batch's records in the input, per batch.
+    buffers = scan.buffers()
+    assert scan.data is data and [len(b) for b in buffers] == [61, first_end - 61, 61, len(data) - first_end - 61]
+    assert [bytes(b) for b in buffers[1::2]] == [data[61:first_end], data[first_end + 61 :]]
+    assert scan.producer_spans() == [(0, first_end, 100)]
+    with pytest.raises(ValueError, match="assigned already"):
+        scan.assign_offsets(100, 3)
     assert (scan.first_offset, scan.last_offset, scan.largest_offset, scan.records) == (100, 102, 102, 3)
     # Both batches end at T0 + 9: the first one holding the max gives its offset, as Kafka's shallow offset.
     assert (scan.max_timestamp, scan.offset_of_max_timestamp) == (T0 + 9, 101)
     assert scan.epoch_starts() == [(3, 100), (3, 102)]
-    for found in iter_batches(bytes(scan.data)):
+    stamped = b"".join(buffers)
+    assert len(stamped) == len(data)
+    for found in iter_batches(stamped):
         found.batch.ensure_valid()
         assert found.batch.partition_leader_epoch == 3
 
@@ -429,7 +437,7 @@ def test_leader_stamping_facts_and_spans() -> None:
 def test_log_append_time_recomputes_the_crc() -> None:
     scan = scan_append(_two_batches(), 1 << 20, True)
     scan.assign_offsets(0, 0, T0 + 1000)
-    for found in iter_batches(bytes(scan.data)):
+    for found in iter_batches(b"".join(scan.buffers())):
         found.batch.ensure_valid()
         assert found.batch.max_timestamp == T0 + 1000 and found.batch.attributes & 0x08
     assert (scan.max_timestamp, scan.offset_of_max_timestamp) == (T0 + 1000, 1)
@@ -440,7 +448,7 @@ def test_follower_offsets_are_checked_not_changed() -> None:
     scan = scan_append(data, 1 << 20, False)
     assert scan.check_follower(1) == (0, 1)
     scan = scan_append(data, 1 << 20, False)
-    assert scan.check_follower(0) is None and scan.data is data
+    assert scan.check_follower(0) is None and scan.data is data and scan.buffers() == [data]
     assert (scan.first_offset, scan.last_offset, scan.offset_of_max_timestamp) == (0, 2, 1)
     assert scan.epoch_starts() == []
 
@@ -473,8 +481,13 @@ def test_large_append_releases_the_gil_and_matches() -> None:
     assert len(data) > 65536
     scan = scan_append(data, 1 << 20, True)
     assert scan.failure == SCAN_OK and scan.batches == 8
-    scan.assign_offsets(0, 0)
+    scan.assign_offsets(0, 0, T0 + 1000)
     assert scan.records == 160 and scan.last_offset == 159
+    # LogAppendTime over a large append: each CRC runs over the stamped header and the records in place.
+    stamped = [found.batch for found in iter_batches(b"".join(scan.buffers()))]
+    assert [b.base_offset for b in stamped] == [20 * n for n in range(8)]
+    for batch in stamped:
+        batch.ensure_valid()
     broken = bytearray(data)
     broken[len(batches[0]) * 5 + 100] ^= 1
     scan = scan_append(bytes(broken), 1 << 20, True)

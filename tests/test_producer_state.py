@@ -309,17 +309,17 @@ def test_batches_without_producer_only_move_the_map_end(manager: ProducerStateMa
 
 def test_manual_protocol_and_complete_txn_errors(manager: ProducerStateManager) -> None:
     info = manager.prepare_update(1, CLIENT)
-    info.append(data(0, 1, 0, 0, 2, txn=True))
+    info.append(data(0, 1, 0, 0, 2, txn=True), 0, None)
     assert [t.first_offset for t in info.started_transactions] == [0]
     assert manager.is_empty()  # nothing is applied before update()
     manager.update(info)
     manager.update_map_end_offset(2)
     other = manager.prepare_update(2, CLIENT)
-    other.append(data(2, 2, 0, 0, txn=True))
+    other.append(data(2, 2, 0, 0, txn=True), 2, None)
     manager.update(other)
     manager.update_map_end_offset(3)
     info = manager.prepare_update(1, COORDINATOR)
-    ended = info.append(marker(3, 1, 0, abort=True))
+    ended = info.append(marker(3, 1, 0, abort=True), 3, None)
     assert ended == EndedTxn(1, 0, 3, True)
     manager.update(info)
     assert manager.last_stable_offset(ended) == 2

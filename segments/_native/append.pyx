@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The append path over the bytes of one append (Kafka's ``analyzeAndValidateRecords`` + ``LogValidator`` for
-magic-2 batches): one native walk validates every batch and gathers what the log needs, then the leader's copy is
-stamped with offsets, leader epoch and (LogAppendTime topics) the append time.
+magic-2 batches): one native walk validates every batch and gathers what the log needs, then the leader's headers
+are stamped with offsets, leader epoch and (LogAppendTime topics) the append time, apart from the records: the log
+writes each stamped header and the caller's records after it with one ``os.pwritev`` (no copy of the records).
 
 A follower also takes magic 0/1 entries as they are (Kafka's ``appendAsFollower``: no conversion, offsets kept):
 the walk reads their header facts (last offset, max timestamp; no leader epoch, no producer) and leaves their
@@ -16,9 +17,9 @@ compressed batches before the flaw, whose records only the Python decompressor r
 batch by batch). :meth:`AppendScan.assign_offsets` then runs under the log lock.
 """
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
@@ -130,6 +131,15 @@ cdef struct _Walk:
     size_t wire_position      # offset of a framing flaw in the records region
 
 
+cdef inline int _fail(_Walk *walk, int code, size_t position, int64_t detail) noexcept nogil:
+    """Record the walk's first flaw (its code, the start of its batch, what the message needs); returns 1, the
+    walk's "stopped, memory sufficed" answer. O(1)."""
+    walk.failure = code
+    walk.failure_position = position
+    walk.detail = detail
+    return 1
+
+
 cdef _Batch *_add(_Walk *walk, const uint8_t *batch, size_t position, size_t total, uint8_t magic) noexcept nogil:
     """A new found batch at ``position`` (its place, size, magic and first 8 bytes filled in; the caller fills the
     rest); NULL when memory runs out. O(1) amortized."""
@@ -174,24 +184,16 @@ cdef int _walk(_Walk *walk) noexcept nogil:
         batch = buf + position
         size = <int32_t>load_be32(batch + 8)
         if size < RECORD_OVERHEAD_V0:
-            walk.failure = _SMALL_SIZE
-            walk.failure_position = position
-            walk.detail = size
-            return 1
+            return _fail(walk, _SMALL_SIZE, position, size)
         total = <size_t>size + LOG_OVERHEAD
         if total > length - position:
             break
         magic = batch[MAGIC_OFFSET]
         if magic == 0 or magic == 1:
             if walk.leader:
-                walk.failure = _NOT_V2
-                walk.failure_position = position
-                return 1
+                return _fail(walk, _NOT_V2, position, 0)
             if <int64_t>total > walk.max_message_bytes:
-                walk.failure = _TOO_LARGE
-                walk.failure_position = position
-                walk.detail = <int64_t>total
-                return 1
+                return _fail(walk, _TOO_LARGE, position, <int64_t>total)
             # Kafka's follower reads a legacy entry's header only (its first offset needs decompression): the
             # caller decodes it (CRC-32 and all) before anything is appended.
             found = _add(walk, batch, position, total, magic)
@@ -207,55 +209,35 @@ cdef int _walk(_Walk *walk) noexcept nogil:
             position += total
             continue
         if total < RECORD_BATCH_OVERHEAD:
-            walk.failure = _SHORT_BATCH
-            walk.failure_position = position
-            walk.detail = <int64_t>total
-            return 1
+            return _fail(walk, _SHORT_BATCH, position, <int64_t>total)
         if magic != 2:
-            walk.failure = _NOT_V2
-            walk.failure_position = position
-            return 1
+            return _fail(walk, _NOT_V2, position, 0)
         if <int64_t>total > walk.max_message_bytes:
-            walk.failure = _TOO_LARGE
-            walk.failure_position = position
-            walk.detail = <int64_t>total
-            return 1
+            return _fail(walk, _TOO_LARGE, position, <int64_t>total)
         stored = load_be32(batch + CRC_OFFSET)
         computed = logmgr_crc32c(0, batch + ATTRIBUTES_OFFSET, total - ATTRIBUTES_OFFSET)
         if computed != stored:
-            walk.failure = _BAD_CRC
-            walk.failure_position = position
-            walk.detail = stored
             walk.computed_crc = computed
-            return 1
+            return _fail(walk, _BAD_CRC, position, stored)
         records = <int32_t>load_be32(batch + RECORDS_COUNT_OFFSET)
         if records < 0:
-            walk.failure = _BAD_COUNT
-            walk.failure_position = position
-            walk.detail = records
-            return 1
+            return _fail(walk, _BAD_COUNT, position, records)
         # Kafka's validateBatch, after the CRC and before the records are read: offsets are assigned from the
         # last offset delta, so one that disagrees with the records would move the log end offset backwards
         # (a negative delta) or give offsets no record holds; a follower keeps the delta (compaction leaves
         # fewer records than offsets) but never one below 0.
         delta = <int32_t>load_be32(batch + LAST_OFFSET_DELTA_OFFSET)
         if delta < 0:
-            walk.failure = _BAD_OFFSET_RANGE
-            walk.failure_position = position
-            return 1
+            return _fail(walk, _BAD_OFFSET_RANGE, position, delta)
         if walk.leader and (records == 0 or <int64_t>delta + 1 != records):
-            walk.failure = _BAD_LEADER_COUNT
-            walk.failure_position = position
-            return 1
+            return _fail(walk, _BAD_LEADER_COUNT, position, records)
         if (batch[ATTRIBUTES_OFFSET + 1] & ATTRIBUTE_CODEC_MASK) == 0:
             status = frame_records(batch + RECORD_BATCH_OVERHEAD, total - RECORD_BATCH_OVERHEAD, records,
                                    walk.max_record_bytes, &wire_position)
             if status != WIRE_OK:
-                walk.failure = _BAD_FRAMING
-                walk.failure_position = position
                 walk.wire_status = status
                 walk.wire_position = wire_position
-                return 1
+                return _fail(walk, _BAD_FRAMING, position, records)
         found = _add(walk, batch, position, total, magic)
         if found == NULL:
             return 0
@@ -269,8 +251,7 @@ cdef int _walk(_Walk *walk) noexcept nogil:
         walk.producers += found.producer_id >= 0
         position += total
     if walk.count == 0 or position != length:
-        walk.failure = _INCOMPLETE
-        walk.failure_position = position
+        return _fail(walk, _INCOMPLETE, position, 0)
     return 1
 
 
@@ -313,17 +294,21 @@ cdef str _offsets_refusal(const uint8_t *batch, int failure):
     return f"Inconsistent batch offset range {offsets} and count of records {records}"
 
 
-cdef int _stamp(uint8_t *target, const uint8_t *source, size_t length, _Batch *batches, size_t count,
-                int64_t offset, int32_t leader_epoch, bint stamp_time, int64_t now) noexcept nogil:
-    """Copy ``source`` to ``target`` and stamp every batch (see :meth:`AppendScan.assign_offsets`), updating
-    ``batches``; 0 when an offset passes the int64 range. O(length)."""
+cdef int _stamp(uint8_t *headers, const uint8_t *source, _Batch *batches, size_t count, int64_t offset,
+                int32_t leader_epoch, bint stamp_time, int64_t now) noexcept nogil:
+    """Fill ``headers`` (61 bytes per batch) with each batch's header stamped (see
+    :meth:`AppendScan.assign_offsets`), updating ``batches``; 0 when an offset passes the int64 range. The records
+    stay where they are: base offset and leader epoch lie before the CRC'd range, and a LogAppendTime CRC runs
+    over the stamped header's CRC'd part and then the batch's own records. O(batches), plus a CRC pass over the
+    batches for LogAppendTime."""
     cdef size_t i
     cdef _Batch *b
     cdef uint8_t *p
-    memcpy(target, source, length)
+    cdef uint32_t crc
     for i in range(count):
         b = &batches[i]
-        p = target + b.position
+        p = headers + i * RECORD_BATCH_OVERHEAD
+        memcpy(p, source + b.position, RECORD_BATCH_OVERHEAD)
         b.base_offset = offset
         if add_overflow(offset, b.last_offset_delta, &b.last_offset) or add_overflow(b.last_offset, 1, &offset):
             return 0
@@ -335,7 +320,9 @@ cdef int _stamp(uint8_t *target, const uint8_t *source, size_t length, _Batch *b
             b.max_timestamp = now
             store_be16(p + ATTRIBUTES_OFFSET, <uint16_t>b.attributes)
             store_be64(p + MAX_TIMESTAMP_OFFSET, <uint64_t>now)
-            store_be32(p + CRC_OFFSET, logmgr_crc32c(0, p + ATTRIBUTES_OFFSET, b.size - ATTRIBUTES_OFFSET))
+            crc = logmgr_crc32c(0, p + ATTRIBUTES_OFFSET, RECORD_BATCH_OVERHEAD - ATTRIBUTES_OFFSET)
+            crc = logmgr_crc32c(crc, source + b.position + RECORD_BATCH_OVERHEAD, b.size - RECORD_BATCH_OVERHEAD)
+            store_be32(p + CRC_OFFSET, crc)
     return 1
 
 
@@ -343,7 +330,8 @@ cdef class AppendScan:
     """What :func:`scan_append` found: the valid batches before the first flaw (if any) and their facts; after
     :meth:`assign_offsets` (leader) or :meth:`check_follower`, the offsets and timestamps of the append.
 
-    ``data`` is the input until :meth:`assign_offsets` replaces it with the stamped copy (``bytes``)."""
+    ``data`` is the input, never changed: a leader's stamped headers are kept apart and written with the records
+    they head by :meth:`buffers` (no copy of the records)."""
 
     cdef readonly object data
     cdef readonly int failure
@@ -363,9 +351,11 @@ cdef class AppendScan:
     cdef _Batch *_batches
     cdef size_t _count
     cdef bint _leader
+    cdef uint8_t *_headers     # the stamped headers, 61 bytes per batch (assign_offsets), else NULL
 
     def __dealloc__(self):
         free(self._batches)
+        free(self._headers)
 
     @property
     def batches(self):
@@ -382,21 +372,50 @@ cdef class AppendScan:
             count += (self._batches[i].attributes & ATTRIBUTE_LOG_APPEND_TIME) != 0
         return count
 
-    def spans(self, *, compressed=False, producers=False, legacy=False):
+    def spans(self, *, compressed=False, legacy=False):
         """``(start, end)`` of the valid batches in order: all of them, or when filters are given those matching
         any of them: ``compressed`` magic-2 ones (codec bits set: their records are framed by the caller),
-        ``legacy`` ones (magic 0/1: decoded by the caller), those of a producer (id >= 0). O(batches)."""
+        ``legacy`` ones (magic 0/1: decoded by the caller). O(batches)."""
         cdef size_t i
         cdef _Batch *b
-        cdef bint every = not (compressed or producers or legacy)
+        cdef bint every = not (compressed or legacy)
         out = []
         for i in range(self._count):
             b = &self._batches[i]
             if (every
                     or (compressed and b.magic == 2 and (b.attributes & ATTRIBUTE_CODEC_MASK) != 0)
-                    or (legacy and b.magic != 2)
-                    or (producers and b.producer_id >= 0)):
+                    or (legacy and b.magic != 2)):
                 out.append((b.position, b.position + b.size))
+        return out
+
+    def producer_spans(self):
+        """``(start, end, base offset)`` of the batches of a producer (id >= 0), in order: where each lies in
+        :attr:`data` and the base offset it gets in the log (assigned by :meth:`assign_offsets`, else as given).
+        O(batches)."""
+        cdef size_t i
+        cdef _Batch *b
+        out = []
+        for i in range(self._count):
+            b = &self._batches[i]
+            if b.producer_id >= 0:
+                out.append((b.position, b.position + b.size, b.base_offset))
+        return out
+
+    def buffers(self):
+        """What the log writes, in order, for ``os.pwritev``: the input as it is (a follower's), or after
+        :meth:`assign_offsets` each batch's stamped 61-byte header followed by a view of its records in
+        :attr:`data`. O(batches)."""
+        cdef size_t i
+        cdef _Batch *b
+        if self._headers == NULL:
+            return [self.data]
+        view = memoryview(self.data)
+        out = []
+        for i in range(self._count):
+            b = &self._batches[i]
+            out.append(PyBytes_FromStringAndSize(<char *>self._headers + i * RECORD_BATCH_OVERHEAD,
+                                                 RECORD_BATCH_OVERHEAD))
+            out.append(view[b.position + RECORD_BATCH_OVERHEAD : b.position + b.size])
         return out
 
     def decoded_legacy(self, facts):
@@ -436,34 +455,36 @@ cdef class AppendScan:
         ]
 
     def assign_offsets(self, long long next_offset, int leader_epoch, append_time=None):
-        """Leader: copy the batches and stamp each with its base offset (from ``next_offset`` on, each batch
-        taking ``last offset delta + 1`` offsets), ``leader_epoch`` and, when ``append_time`` is given, the
-        LogAppendTime flag and that max timestamp (CRC recomputed: both are CRC-covered). Sets the offsets and
-        the max timestamp facts, or ``failure = SCAN_OFFSET_OVERFLOW`` when an offset passes the int64 range (then
-        nothing is kept). Only for a leader's scan (its offset checks let each batch take exactly its records'
-        offsets). O(size): a copy, plus a CRC pass for LogAppendTime."""
+        """Leader: stamp each batch's header with its base offset (from ``next_offset`` on, each batch taking
+        ``last offset delta + 1`` offsets), ``leader_epoch`` and, when ``append_time`` is given, the
+        LogAppendTime flag and that max timestamp (with the CRC over the stamped header and the batch's records:
+        both are CRC-covered). The stamped headers are kept apart (:meth:`buffers`), :attr:`data` is unchanged.
+        Sets the offsets and the max timestamp facts, or ``failure = SCAN_OFFSET_OVERFLOW`` when an offset passes
+        the int64 range (then nothing is kept). Only for a leader's scan (its offset checks let each batch take
+        exactly its records' offsets), once. O(batches), plus a CRC pass over the input for LogAppendTime."""
         self._require_valid()
         if not self._leader:
             raise ValueError("offsets are assigned only to a leader's scan (scan_append(..., leader=True))")
+        if self._headers != NULL:
+            raise ValueError("offsets were assigned already")
         cdef const uint8_t[::1] source = self.data
-        cdef size_t length = source.shape[0]
         cdef bint stamp_time = append_time is not None
         cdef int64_t now = append_time if stamp_time else 0
-        # A new bytes object is filled before anyone else sees it (the C API's way to build one in place).
-        cdef object out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>length)
-        cdef uint8_t *target = <uint8_t *>PyBytes_AS_STRING(out)
+        cdef uint8_t *headers = <uint8_t *>malloc(self._count * RECORD_BATCH_OVERHEAD)
         cdef int ok
-        if length >= _NOGIL_BYTES:
+        if headers == NULL:
+            raise MemoryError()
+        if stamp_time and source.shape[0] >= _NOGIL_BYTES:
             with nogil:
-                ok = _stamp(target, &source[0], length, self._batches, self._count, next_offset, leader_epoch,
-                            stamp_time, now)
+                ok = _stamp(headers, &source[0], self._batches, self._count, next_offset, leader_epoch, stamp_time,
+                            now)
         else:
-            ok = _stamp(target, &source[0], length, self._batches, self._count, next_offset, leader_epoch,
-                        stamp_time, now)
+            ok = _stamp(headers, &source[0], self._batches, self._count, next_offset, leader_epoch, stamp_time, now)
         if not ok:
+            free(headers)
             self.failure = _OFFSET_OVERFLOW
             return
-        self.data = out
+        self._headers = headers
         self._gather_offsets()
 
     def check_follower(self, long long log_end_offset):

@@ -317,8 +317,8 @@ def test_cleanup_during_an_append_sees_a_consistent_log(tmp_path: Path, monkeypa
             except Exception as err:
                 outcome.append(f"{type(err).__name__}: {err}")
 
-        def append_then_clean(data: bytes | memoryview) -> int:
-            position = real_append(data)
+        def append_then_clean(*buffers: bytes | memoryview) -> int:
+            position = real_append(*buffers)
             # The writer holds the log lock: the bytes are in the segment, the log end offset has not moved yet. A
             # correct cleanup waits for the lock (the append then finishes); a broken one ends on what it saw.
             cleaner = threading.Thread(target=cleanup)
@@ -370,9 +370,9 @@ def test_read_never_serves_an_append_in_progress(tmp_path: Path, monkeypatch: py
         real_append = file_records.append
         seen: list[tuple[list[int], int]] = []
 
-        def append_then_read(data: bytes | memoryview) -> int:
-            position = real_append(data)
-            # Readers take no log lock: one may run right after the writer's pwrite, before the log end moves.
+        def append_then_read(*buffers: bytes | memoryview) -> int:
+            position = real_append(*buffers)
+            # Readers take no log lock: one may run right after the writer's pwritev, before the log end moves.
             seen.append((_served_offsets(log, 0), log.log_end_offset))
             return position
 

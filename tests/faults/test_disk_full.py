@@ -3,16 +3,16 @@
 Two ways to make the kernel say no, both on real files under ``tmp_path``:
 
 * **A real file-size limit.** A forked child (``multiprocessing``, fork start method) ignores ``SIGXFSZ`` and
-  lowers its own ``RLIMIT_FSIZE``; from then on every ``write``/``pwrite``/``ftruncate`` that would grow a file past
+  lowers its own ``RLIMIT_FSIZE``; from then on every ``write``/``pwritev``/``ftruncate`` that would grow a file past
   the limit first writes what fits, then fails with ``EFBIG`` -- exactly the shape of a full disk (a short write,
   then ``ENOSPC``). The pytest process never lowers its own limit (:func:`limit_file_size` refuses to run in it),
   since it must still write its report. The child reports plain facts through a pipe; the parent asserts them and
   reopens the dirs without any limit.
-* **Injected kernel answers.** pytest's ``monkeypatch`` replaces one os-level call (``os.pwrite``, ``os.fsync``,
+* **Injected kernel answers.** pytest's ``monkeypatch`` replaces one os-level call (``os.pwritev``, ``os.fsync``,
   ``os.ftruncate``, ``os.replace``) as the module under test sees it (``module.os.<call>``, the ``os`` module every
   module shares) with a wrapper that forwards to the real call, except for files under the target dir whose name
   ends with a given suffix (a descriptor is resolved through ``/proc/self/fd``): there it returns the error the
-  kernel returns on a full or failing disk (``ENOSPC``, ``EIO``; a ``pwrite`` first writes half, as a short write
+  kernel returns on a full or failing disk (``ENOSPC``, ``EIO``; a ``pwritev`` first writes half, as a short write
   does). This is fault injection of the kernel's answer, not a filesystem mock: every byte that is written lands
   in a real file.
 
@@ -405,8 +405,8 @@ def inject(
     partial: bool = False,
 ) -> Fault:
     """Make ``module.os.<call>`` answer ``errno_`` for matching files (see the module docstring). With
-    ``partial`` the first failing ``pwrite`` writes half its bytes and returns that count, as a short write on a
-    filling disk does; the next call fails."""
+    ``partial`` the first failing ``pwrite``/``pwritev`` writes half its bytes and returns that count, as a short
+    write on a filling disk does; the next call fails."""
     fault = Fault(call, errno_, str(under.resolve()) + os.sep, suffix, skip, partial)
     real = getattr(module.os, call)
 
@@ -417,6 +417,9 @@ def inject(
                 fault.hits += 1
                 if fault.partial and fault.hits == 1:
                     fd, data, position = args
+                    if call == "pwritev":
+                        data = b"".join(bytes(buffer) for buffer in data)
+                        return real(fd, [data[: len(data) // 2]], position)
                     return real(fd, bytes(data[: len(data) // 2]), position)
                 raise OSError(fault.errno_, os.strerror(fault.errno_))
         return real(*args, **kwargs)
@@ -652,11 +655,11 @@ def test_clean_shutdown_marker_past_the_limit(dirs: tuple[Path, Path]) -> None:
 
 
 def test_append_short_write_then_enospc(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    """``pwrite`` writes half the batch, then ENOSPC: the error names the ``.log``, the half batch is never served
+    """``pwritev`` writes half the batch, then ENOSPC: the error names the ``.log``, the half batch is never served
     and close trims it away."""
     d1, d2 = dirs
     manager, big, sib, healthy = two_dir_manager(d1, d2)
-    fault = inject(monkeypatch, segments.file_records, "pwrite", errno.ENOSPC, d1, ".log", partial=True)
+    fault = inject(monkeypatch, segments.file_records, "pwritev", errno.ENOSPC, d1, ".log", partial=True)
     acked, published = big.log_end_offset, big.active_segment.size
     path = big.active_segment.log.path
     with pytest.raises(KafkaStorageError) as caught:
@@ -936,7 +939,7 @@ def test_bug_write_errors_named_no_file(tmp_path: Path, monkeypatch: pytest.Monk
         fsync_dir(tmp_path)
     assert caught.value.filename == str(tmp_path)
     path = log_file(tmp_path, 0)
-    inject(monkeypatch, segments.file_records, "pwrite", errno.ENOSPC, tmp_path, ".log", partial=True)
+    inject(monkeypatch, segments.file_records, "pwritev", errno.ENOSPC, tmp_path, ".log", partial=True)
     with FileRecords(path, writable=True, create=True) as records, pytest.raises(OSError) as caught:
         records.append(b"x" * 100)
     assert isinstance(caught.value, OSError) and caught.value.errno == errno.ENOSPC

@@ -432,8 +432,8 @@ def parse_v2_batch(data: bytes, scratch: Path) -> None:
 
 
 def parse_append(data: bytes, scratch: Path) -> None:
-    """The native append kernel: a verdict for any bytes (never an exception), and a stamped copy whose every
-    batch is valid when it accepts."""
+    """The native append kernel: a verdict for any bytes (never an exception), and stamped headers whose every
+    batch, written with its records, is valid when it accepts."""
     for candidate in (data, _repaired_v2(data)):
         for max_message_bytes in (RECORD_BATCH_OVERHEAD, 1 << 20):
             scan = scan_append(candidate, max_message_bytes, False)
@@ -446,7 +446,7 @@ def parse_append(data: bytes, scratch: Path) -> None:
                 continue
             scan.assign_offsets(0, 1, 1_700_000_000_000)
             if scan.failure == SCAN_OK:
-                for found in iter_batches(bytes(scan.data)):
+                for found in iter_batches(b"".join(scan.buffers())):
                     found.batch.ensure_valid()
 
 
