@@ -11,7 +11,7 @@ import pytest
 from logmgr.reindex import reindex
 from logmgr.verify import verify_paths
 from segments.compression import CompressionType
-from segments.errors import CorruptRecordError, IndexOffsetOverflowError
+from segments.errors import CorruptRecordError, IndexFullError, IndexOffsetOverflowError
 from segments.log_segment import LogSegment
 from segments.records import (
     ControlRecordType,
@@ -340,3 +340,17 @@ def test_recover_rewrites_a_wrong_index_to_exactly_the_rebuilt_bytes(tmp_path: P
     segment.close()
     for name, rebuilt in expected.items():
         assert (tmp_path / f"{0:020d}{name}").read_bytes() == rebuilt, name
+
+
+def test_recover_raises_the_index_error_for_an_entry_its_scan_refused(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True, index_interval_bytes=100)
+    for base in range(0, 60, 5):
+        segment.append(_batch(base, ts=T0))  # one timestamp: a single time-index entry, the offset index fills
+    segment.close()
+    # Room for 10 offset entries (6 time slots, only one used): the 11th that recovery makes is replayed on the index, which raises its own error.
+    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=100, max_index_size=10 * 8)
+    with pytest.raises(IndexFullError) as raised:
+        segment.recover()
+    assert raised.value.path == str(tmp_path / f"{0:020d}.index")
+    assert segment.offset_index.entries == 10
+    segment.close()
