@@ -193,9 +193,8 @@ def _reindex_segment(
             index_interval_bytes=index_interval_bytes,
         )
         try:
+            # Written as close() leaves a clean segment's: final time-index entry, both indexes trimmed.
             result = segment.rebuild_indexes(transactions=tracker)
-            # What close() does to a clean segment: final time-index entry, both indexes trimmed.
-            segment.on_become_inactive_segment()
             offset_entries = segment.offset_index.entries
             time_count = segment.time_index.entries
             aborted = len(segment.txn_index.all_aborted_txns())

@@ -261,8 +261,8 @@ class AbstractIndex(_native_index.IndexEntries, ABC, Generic[EntryT]):
 
     def load_entries(self, entries: bytes, capacity: int) -> None:
         """Replace every entry with ``entries`` (whole entries in the file's format, already valid) in a file of
-        ``capacity`` bytes (rounded down to whole entries, at least the entries): how a rebuilt index is written in
-        one go. O(len(entries)) plus the resize."""
+        ``capacity`` bytes (rounded down to whole entries, at least the entries): a recovery replaying an entry its scan
+        refused loads the rebuilt ones so, at full size, before the append that raises. O(len(entries)) plus the resize."""
         self._require_writable()
         if len(entries) % self.entry_size:
             raise ValueError(f"{self._path}: {len(entries)} bytes are not whole {self.entry_size}-byte entries")
@@ -270,11 +270,7 @@ class AbstractIndex(_native_index.IndexEntries, ABC, Generic[EntryT]):
         self._forget_last()
         self.resize(max(capacity, len(entries)))
         if entries:
-            buffer = self._buffer()
-            # Recovery mostly rebuilds the entries the file holds: an identical write would still dirty the pages,
-            # which the load's file-system sync (and writeback) then has to write.
-            if buffer[: len(entries)] != entries:
-                buffer[: len(entries)] = entries
+            self._buffer()[: len(entries)] = entries
         self._entries = len(entries) // self.entry_size
 
     def resize(self, new_size: int) -> bool:

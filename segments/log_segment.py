@@ -16,7 +16,9 @@ lock; readers call :meth:`read`, :meth:`translate_offset` and :meth:`find_offset
 
 from __future__ import annotations
 
+import io
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -42,10 +44,21 @@ from segments.errors import (
     LogSegmentOffsetOverflowError,
     StorageFormatError,
 )
-from segments.file_records import FileBatch, FileRecords, batch_view, iter_batches
+from segments.file_records import (
+    FileBatch,
+    FileRecords,
+    batch_view,
+    iter_batches,
+    located_error,
+    open_no_follow,
+)
 from segments.lazy_index import LazyIndex
 from segments.naming import (
     DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    filename_prefix_from_offset,
     log_file,
     offset_index_file,
     time_index_file,
@@ -131,6 +144,43 @@ def first_record_at_or_after(batch: RecordBatch, timestamp: int, starting_offset
             ) from None
         raise err.at(position_base=RECORD_BATCH_OVERHEAD) from None
     return None if hit is None else TimestampAndOffset(*hit)
+
+
+_TIME_ENTRY = struct.Struct(">qi")
+"""A time-index entry: timestamp, offset relative to the segment's base."""
+
+
+def _write_index_file(path: str, entries: bytes) -> None:
+    """Make the index file at ``path`` (created if missing, never through a link) hold exactly ``entries``: the
+    bytes there are read and compared first and written only when they differ, then a longer file (an active
+    segment's preallocated index) is cut to their length. An index that already holds them is not modified at all
+    (no dirty page, no new modification time): the common case of a recovery after a crash that lost nothing. The
+    file is written in place, as Kafka's mapped index is: an index is rebuilt from the ``.log`` by any recovery a
+    crash starts, and made durable by the load's file-system sync. An ``OSError`` names the file. O(len(entries)).
+    """
+    fd = open_no_follow(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        length = len(entries)
+        try:
+            # One byte more than the entries tells a longer file apart without a stat.
+            current = os.pread(fd, length + 1, 0)
+        except OSError as err:
+            raise located_error(err, path, f"read of {length + 1} bytes") from err
+        if current[:length] != entries:
+            view = memoryview(entries)
+            written = 0
+            while written < length:
+                try:
+                    written += os.pwrite(fd, view[written:], written)
+                except OSError as err:
+                    raise located_error(err, path, f"write of {length} bytes") from err
+        if len(current) > length:
+            try:
+                os.ftruncate(fd, length)
+            except OSError as err:
+                raise located_error(err, path, f"truncation to {length} bytes") from err
+    finally:
+        os.close(fd)
 
 
 class LogSegment:
@@ -630,9 +680,12 @@ class LogSegment:
     ) -> RecoveryResult:
         """Rebuild all three indexes from the ``.log`` with Kafka's recovery rule, without touching the ``.log``.
         O(size): a compiled header walk with CRC (:class:`segments._native.batches.RecoveryScan`, GIL released
-        over the CRCs); only control batches are decoded. The rebuilt offset and time indexes are written in one
-        go, sized to their entries (plus a slot for the time index's final entry when :meth:`recover` or a close will
-        append one), as :meth:`recover` leaves them.
+        over the CRCs); only control batches are decoded. The rebuilt ``.index`` and ``.timeindex`` are written as
+        :meth:`recover` leaves them (Kafka's: both trimmed to their entries, the time index ending with the final
+        entry, the max timestamp, that recovery and close append) by plain file I/O, no index mapped: bytes equal to
+        the file's are not written again, so an index a crash left correct is left untouched (the common case), and
+        a wrong one is rewritten in place to exactly the rebuilt bytes (:func:`_write_index_file`). Index objects
+        opened before are closed first and reopen from the rebuilt files on next use.
 
         ``transactions`` carries transactions opened in earlier segments (a fresh tracker when ``None``);
         ``observer`` sees, in order, every valid magic-2 batch that can change producer state or the leader-epoch
@@ -647,10 +700,12 @@ class LogSegment:
         damaged one is only visible this way; Kafka's recovery would instead fail on the next index append and
         empty the whole segment.
         """
+        if not self._writable:
+            raise io.UnsupportedOperation(f"{self._directory}: segment {self.base_offset} opened read-only")
         tracker = TransactionTracker() if transactions is None else transactions
-        offset_index, time_index = self.offset_index, self.time_index
-        self.txn_index.reset()
-        scan = self.recovery_scan(next_segment_base, offset_index.max_index_size, time_index.max_index_size)
+        self._reset_txn_index()
+        max_index_size = self._max_index_size
+        scan = self.recovery_scan(next_segment_base, max_index_size, max_index_size)
         error: StorageFormatError | None = None
         try:
             try:
@@ -672,18 +727,15 @@ class LogSegment:
                     if observer is not None:
                         observer(batch)
             finally:
-                rejected = scan.rejected_entry
-                # A refused entry is replayed on indexes of their full size, so the index raises its own error.
-                offset_index.load_entries(
-                    scan.offset_entries, offset_index.max_index_size if rejected else len(scan.offset_entries)
-                )
-                time_entries = scan.time_entries
-                time_index.load_entries(
-                    time_entries,
-                    time_index.max_index_size if rejected else len(time_entries) + self._final_time_slot(scan, time_entries),
-                )
+                self._write_rebuilt_indexes(scan)
+            rejected = scan.rejected_entry
             if rejected is not None:
+                # An entry the scan refused (a full index, a position beyond 32 bits) is replayed on the indexes at
+                # their full size, so the index raises its own error.
                 offset, position, timestamp, timestamp_offset = rejected
+                offset_index, time_index = self.offset_index, self.time_index
+                offset_index.load_entries(scan.offset_entries, offset_index.max_index_size)
+                time_index.load_entries(scan.time_entries, time_index.max_index_size)
                 offset_index.append(offset, position)
                 time_index.maybe_append(timestamp, timestamp_offset)
         except (CorruptRecordError, InvalidOffsetError) as err:
@@ -692,16 +744,50 @@ class LogSegment:
         self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry
         return RecoveryResult(scan.valid_bytes, self.size - scan.valid_bytes, scan.batches, error)
 
-    @staticmethod
-    def _final_time_slot(scan: RecoveryScan, time_entries: bytes) -> int:
-        """Bytes to leave after the rebuilt time entries for the final entry (the max timestamp) that recovery and
-        close append: one entry when :meth:`TimeIndex.maybe_append` will take it (a timestamp above the last
-        entry's), else none. The file then already has its final length, so the trim after that append changes
-        nothing: a grow and a shrink of the file cost a file-system transaction each."""
+    def _reset_txn_index(self) -> None:
+        """Empty the ``.txnindex`` before a rebuild: through its object when one was made, else by name, and only
+        when the file exists (most segments have none: one failed open, no object). O(1)."""
+        if self._txn_index is not None:
+            self._txn_index.reset()
+            return
+        path = self._file_name(TXN_INDEX_SUFFIX)
+        try:
+            fd = open_no_follow(path, os.O_WRONLY | os.O_TRUNC)
+        except FileNotFoundError:
+            return
+        os.close(fd)
+
+    def _file_name(self, kind_suffix: str) -> str:
+        """The path of this segment's file of ``kind_suffix`` as a string (no ``Path`` made). O(1)."""
+        return f"{os.fspath(self._directory)}/{filename_prefix_from_offset(self.base_offset)}{kind_suffix}{self._suffix}"
+
+    def _write_rebuilt_indexes(self, scan: RecoveryScan) -> None:
+        """Write the scan's offset and time index entries (with the final time entry) as the ``.index`` and
+        ``.timeindex`` files, closing index objects opened before (they reopen from the files). O(entries)."""
+        time_entries = scan.time_entries
+        final = self._final_time_entry(scan, time_entries)
+        for lazy, kind, entries in (
+            (self._offset_index, INDEX_SUFFIX, scan.offset_entries),
+            (self._time_index, TIME_INDEX_SUFFIX, time_entries + final),
+        ):
+            if lazy is None:
+                path = self._file_name(kind)
+            else:
+                lazy.unload()
+                path = os.fspath(lazy.path)
+            _write_index_file(path, entries)
+
+    def _final_time_entry(self, scan: RecoveryScan, time_entries: bytes) -> bytes:
+        """The final time-index entry (the max timestamp and its offset) that :meth:`recover` and close append,
+        as bytes: one entry when :meth:`TimeIndex.maybe_append` would take it (a timestamp above the last entry's,
+        or above -1 for an empty index), else none. O(1)."""
         last_timestamp = (
             int.from_bytes(time_entries[-TimeIndex.entry_size : -4], "big", signed=True) if time_entries else NO_TIMESTAMP
         )
-        return TimeIndex.entry_size if scan.max_timestamp > last_timestamp else 0
+        if scan.max_timestamp <= last_timestamp:
+            return b""
+        # The scan accepted this batch's offset, so its relative offset fits the 32 bits.
+        return _TIME_ENTRY.pack(scan.max_timestamp, scan.offset_of_max_timestamp - self.base_offset)
 
     def recovery_scan(
         self,
@@ -751,8 +837,8 @@ class LogSegment:
         observer: BatchObserver | None = None,
         next_segment_base: int | None = None,
     ) -> RecoveryResult:
-        """Kafka's ``LogSegment.recover`` (§6.3): rebuild the indexes, truncate the ``.log`` to the valid prefix
-        (see :meth:`rebuild_indexes` for what is valid), trim the indexes and append the final time-index entry.
+        """Kafka's ``LogSegment.recover`` (§6.3): rebuild the indexes (trimmed, with the final time-index entry, see
+        :meth:`rebuild_indexes` for what is valid) and truncate the ``.log`` to the valid prefix.
         Raises :class:`LogSegmentOffsetOverflowError` (nothing truncated, indexes to rebuild) at a legacy batch
         that overflows the segment, as Kafka's ``ensureOffsetInRange`` does. O(size)."""
         result = self.rebuild_indexes(transactions=transactions, observer=observer, next_segment_base=next_segment_base)
@@ -760,11 +846,6 @@ class LogSegment:
             raise result.error
         if result.truncated_bytes > 0:
             self.log.truncate_to(result.valid_bytes)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.maybe_append(
-            self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far, skip_full_check=True
-        )
-        self.time_index.trim_to_valid_size()
         return result
 
     def truncate_to(self, offset: int) -> int:

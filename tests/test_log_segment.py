@@ -11,7 +11,7 @@ import pytest
 from logmgr.reindex import reindex
 from logmgr.verify import verify_paths
 from segments.compression import CompressionType
-from segments.errors import CorruptRecordError, IndexOffsetOverflowError
+from segments.errors import CorruptRecordError, IndexFullError, IndexOffsetOverflowError
 from segments.log_segment import LogSegment
 from segments.records import (
     ControlRecordType,
@@ -273,3 +273,84 @@ def test_random_stress_keeps_invariants(tmp_path: Path) -> None:
         assert segment.read_next_offset() == next_offset
     segment.close()
     assert verify_paths([tmp_path]).ok
+
+
+def _closed_segment_with_indexes(directory: Path) -> dict[str, bytes]:
+    """A closed segment with several index entries; its ``.index``/``.timeindex`` bytes (what recovery rebuilds:
+    the append path's entries, trimmed, with the final time entry)."""
+    segment = LogSegment.open(directory, 0, create=True, index_interval_bytes=300)
+    _fill(segment, 12)
+    segment.append(_batch(60, ts=T0))  # below the max timestamp: the final time entry names an earlier batch
+    segment.close()
+    indexes = {suffix: (directory / f"{0:020d}{suffix}").read_bytes() for suffix in (".index", ".timeindex")}
+    assert len(indexes[".index"]) >= 3 * 8 and len(indexes[".timeindex"]) >= 3 * 12
+    return indexes
+
+
+@pytest.mark.parametrize("listed", [False, True], ids=["opened", "listed"])
+def test_recover_leaves_a_correct_index_file_untouched(tmp_path: Path, listed: bool) -> None:
+    expected = _closed_segment_with_indexes(tmp_path)
+    before = {}
+    for suffix in expected:
+        path = tmp_path / f"{0:020d}{suffix}"
+        # An old modification time: any write by the recovery (even in the same clock tick) would change it.
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+        before[suffix] = path.stat()
+    size = (tmp_path / f"{0:020d}.log").stat().st_size
+    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=300, size=size if listed else None)
+    result = segment.recover()
+    assert result.error is None and result.truncated_bytes == 0
+    for suffix, data in expected.items():
+        after = (tmp_path / f"{0:020d}{suffix}").stat()
+        assert (after.st_ino, after.st_mtime_ns, after.st_size) == (
+            before[suffix].st_ino, before[suffix].st_mtime_ns, before[suffix].st_size
+        ), suffix
+        assert (tmp_path / f"{0:020d}{suffix}").read_bytes() == data
+    assert segment.read_next_offset() == 65
+    segment._check()
+    segment.close()
+
+
+@pytest.mark.parametrize("damage", ["flipped", "zero_tail", "preallocated", "short", "empty", "missing", "longer"])
+@pytest.mark.parametrize("suffix", [".index", ".timeindex"])
+def test_recover_rewrites_a_wrong_index_to_exactly_the_rebuilt_bytes(tmp_path: Path, suffix: str, damage: str) -> None:
+    expected = _closed_segment_with_indexes(tmp_path)
+    path = tmp_path / f"{0:020d}{suffix}"
+    data = expected[suffix]
+    damaged = {
+        "flipped": data[:5] + bytes([data[5] ^ 0xFF]) + data[6:],
+        "zero_tail": data[: len(data) // 2] + bytes(len(data) - len(data) // 2),
+        # What a crash leaves of an active segment: the entries, then the zeros of the preallocated length.
+        "preallocated": data + bytes(10 * 1024 * 1024 - len(data)),
+        "short": data[: len(data) - 7],
+        "empty": b"",
+        "longer": data + data,
+    }
+    if damage == "missing":
+        path.unlink()
+    else:
+        path.write_bytes(damaged[damage])
+    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=300, size=(tmp_path / f"{0:020d}.log").stat().st_size)
+    result = segment.recover()
+    assert result.error is None and result.truncated_bytes == 0
+    for name, rebuilt in expected.items():
+        assert (tmp_path / f"{0:020d}{name}").read_bytes() == rebuilt, name
+    assert segment.find_offset_by_timestamp(T0 + 300) is not None
+    segment._check()
+    segment.close()
+    for name, rebuilt in expected.items():
+        assert (tmp_path / f"{0:020d}{name}").read_bytes() == rebuilt, name
+
+
+def test_recover_raises_the_index_error_for_an_entry_its_scan_refused(tmp_path: Path) -> None:
+    segment = LogSegment.open(tmp_path, 0, create=True, index_interval_bytes=100)
+    for base in range(0, 60, 5):
+        segment.append(_batch(base, ts=T0))  # one timestamp: a single time-index entry, the offset index fills
+    segment.close()
+    # Room for 10 offset entries (6 time slots, only one used): the 11th that recovery makes is replayed on the index, which raises its own error.
+    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=100, max_index_size=10 * 8)
+    with pytest.raises(IndexFullError) as raised:
+        segment.recover()
+    assert raised.value.path == str(tmp_path / f"{0:020d}.index")
+    assert segment.offset_index.entries == 10
+    segment.close()
