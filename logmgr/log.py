@@ -191,6 +191,14 @@ class RecoveryStats:
     """Producer snapshot files the load wrote, kept or deleted without fsync, made durable by one sync at its end
     (see ``load_log``)."""
 
+    @property
+    def needs_sync(self) -> bool:
+        """Whether the load changed files without fsync: producer snapshots, or a recovered segment's rebuilt
+        ``.index``/``.timeindex`` and truncated ``.log`` (written in place, as Kafka's mapped indexes are). One
+        file-system sync at the end of the load makes them durable before a clean-shutdown marker can vouch for
+        them. O(1)."""
+        return self.unsynced_snapshots > 0 or self.recovered_segments > 0
+
 
 @dataclass(slots=True)
 class LogDirState:

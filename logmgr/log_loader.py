@@ -120,7 +120,8 @@ def load_log(
     ``segment.index.bytes`` then (Kafka's lazy index). Without it the active segment's last batches are read.
 
     The producer snapshots the load writes (Kafka's, one after each recovered segment and those of the rebuild)
-    are written without fsync and made durable together at the end, counted in ``Log.recovery.unsynced_snapshots``:
+    are written without fsync, as are a recovered segment's rebuilt indexes and truncated ``.log``, and made durable
+    together at the end (``Log.recovery.needs_sync``, snapshots counted in ``Log.recovery.unsynced_snapshots``):
     by one :func:`~checkpoints.atomic.sync_filesystem` of ``partition_dir`` here, or, with
     ``sync_snapshots=False``, by the caller before anything relies on them (the LogManager syncs each log dir once
     after loading all its logs, before startup returns). Kafka fsyncs each (``takeSnapshot``), about two journal
@@ -216,7 +217,7 @@ def load_log(
     rebuild_producer_state(
         log, log_end_offset, reload_from_clean_shutdown=had_clean_shutdown, take_snapshot=take_snapshot
     )
-    if sync_snapshots and stats.unsynced_snapshots > 0:
+    if sync_snapshots and stats.needs_sync:
         sync_filesystem(partition_dir)
     return log
 

@@ -412,15 +412,15 @@ class LogManager:
         if failure is not None:
             raise failure
         for log_dir in self._dirs.values():
-            self._sync_loaded_snapshots(log_dir)
+            self._sync_load_writes(log_dir)
             log_dir.loaded_all = not log_dir.state.offline
 
-    def _sync_loaded_snapshots(self, log_dir: LogDir) -> None:
-        """Make the producer snapshots the loads of ``log_dir`` wrote without fsync durable with one file-system
-        sync (see ``load_log``), before anything can rely on them; an I/O error takes the dir offline. O(logs)."""
+    def _sync_load_writes(self, log_dir: LogDir) -> None:
+        """Make what the loads of ``log_dir`` wrote without fsync (producer snapshots, recovered segments' indexes
+        and truncations) durable with one file-system sync (see ``load_log``), before anything can rely on them; an I/O error takes the dir offline. O(logs)."""
         if log_dir.state.offline:
             return
-        if any(log.recovery.unsynced_snapshots for log in [*log_dir.logs.values(), *log_dir.future_logs.values()]):
+        if any(log.recovery.needs_sync for log in [*log_dir.logs.values(), *log_dir.future_logs.values()]):
             try:
                 sync_filesystem(log_dir.path)
             except OSError as err:

@@ -24,6 +24,7 @@ from checkpoints.producer_snapshot import ProducerSnapshotEntry, serialize_produ
 from logmgr.clock import ManualClock
 from logmgr.config import LogConfig
 from logmgr.log import Isolation, Log
+from logmgr import log_loader
 from logmgr.log_loader import OverflowSplit, load_log
 from logmgr.verify import verify_paths
 from segments.compression import CompressionType
@@ -862,3 +863,25 @@ def test_bug_an_index_entry_at_the_end_of_the_log_put_the_log_end_below_its_batc
         assert [b.base_offset for b in log.read(0, 1 << 20).batches()] == [0, 1, 2, 3]
     finally:
         log.close()
+
+
+def test_rewritten_index_is_synced_even_when_recovery_writes_no_snapshot(
+    pdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery rewrites a wrong ``.index`` in place without fsync; the load's one file-system sync ran only when
+    it wrote a producer snapshot, which the recovery of an empty active segment (its snapshot written at the roll)
+    does not: the rebuilt index was left to writeback while a later clean-shutdown marker could vouch for it."""
+    make_log(pdir)
+    log = open_log(pdir)
+    log.roll()
+    log.close()
+    index = offset_index_file(pdir, 20)
+    index.write_bytes(b"\x01" * 16)
+    synced: list[Path] = []
+    real_sync = log_loader.sync_filesystem
+    monkeypatch.setattr(log_loader, "sync_filesystem", lambda path: (synced.append(path), real_sync(path))[1])
+    log = open_log(pdir, clean=False, recovery_point=20)
+    assert log.recovery.recovered_segments == 1
+    assert log.recovery.unsynced_snapshots == 0
+    assert index.read_bytes().strip(b"\0") == b""
+    assert synced == [pdir]
