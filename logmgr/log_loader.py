@@ -420,7 +420,7 @@ def _open_segments(
     links = {name for name, entry in files.items() if entry.is_symlink()}
     opened: list[LogSegment] = []
     needs_recovery: list[LogSegment] = []
-    for name, base in zip(log_names, bases):
+    for name, base in zip(log_names, bases, strict=True):
         prefix = name[: -len(LOG_SUFFIX)]
         if links:
             for kind in _SEGMENT_FILE_SUFFIXES:

@@ -181,7 +181,7 @@ class LogSegment:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._setup(
-            log.path.parent, base_offset, "", log.size_in_bytes, txn_index.writable, DEFAULT_MAX_INDEX_SIZE,
+            log.path.parent, base_offset, "", None, txn_index.writable, DEFAULT_MAX_INDEX_SIZE,
             index_interval_bytes, roll_jitter_ms, clock,
         )
         self._log = log
@@ -204,7 +204,7 @@ class LogSegment:
         created_ms: int | None = None,
     ) -> None:
         # What the files are opened from; none of them is created here (see the properties below), and what the
-        # class defaults already say is not set again.
+        # class defaults already say is not set again. ``size``: a listed segment's ``.log`` length, if known.
         self._directory = directory
         if file_suffix:
             self._suffix = file_suffix
@@ -269,7 +269,7 @@ class LogSegment:
             preallocate_bytes=preallocate_bytes,
         )
         segment._setup(
-            directory, base_offset, file_suffix, log.size_in_bytes, writable, max_index_size, index_interval_bytes,
+            directory, base_offset, file_suffix, None, writable, max_index_size, index_interval_bytes,
             roll_jitter_ms, clock, created_ms,
         )
         segment._log = log
