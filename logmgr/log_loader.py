@@ -77,17 +77,12 @@ from segments.transactions import TransactionTracker
 logger = logging.getLogger("logmgr.loader")
 
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
-_INDEX_SUFFIXES = frozenset((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _NAME_DIGITS = len(filename_prefix_from_offset(0))
-# The final suffixes of the files step 1 acts on: a listing with none of them is left as it is.
-_TRANSIENT_SUFFIXES = frozenset((TMP_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX))
-
-
-def _last_suffix(name: str) -> str:
-    """The last ``.suffix`` of ``name`` (so ``name.endswith(s)`` for a one-dot suffix ``s`` is ``_last_suffix(name)
-    == s``); for a name without a dot its last character, which is no suffix. O(len(name))."""
-    return name[name.rfind(".") :]
+# The final suffixes of the files step 1 acts on: a listing with none of them is left as it is. Suffix tuples are
+# matched by str.endswith (one call per name in C), every suffix here and above having one dot.
+_TRANSIENT_SUFFIXES = (TMP_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 
 
 def load_log(
@@ -249,14 +244,18 @@ def _open_segment(
     seconds: Callable[[], float],
     *,
     create: bool,
+    listed: bool = False,
     size: int | None = None,
+    created_ms: int | None = None,
 ) -> LogSegment:
     # Kafka draws each segment's roll jitter when the segment object is created, loaded segments included.
     return LogSegment.open(
         partition_dir,
         base_offset,
         create=create,
+        listed=listed,
         size=size,
+        created_ms=created_ms,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
         roll_jitter_ms=config.random_segment_jitter(_JITTER_RNG),
@@ -317,12 +316,12 @@ def _complete_swaps_and_remove_temporaries(
     """Step 1 of §6.4, plus the temporaries of interrupted atomic writes. Returns the directory's listing when
     nothing changed it (a clean dir: step 2 reuses it), else None. O(entries)."""
     files = _list_files(partition_dir)
-    suffixes = {_last_suffix(name) for name in files}
-    if suffixes.isdisjoint(_TRANSIENT_SUFFIXES):
+    transient = [name for name in files if name.endswith(_TRANSIENT_SUFFIXES)]
+    if not transient:
         # No temporary, pending delete, cleaning or swap (a clean dir): nothing below would act.
         return files
     changed = False
-    if TMP_SUFFIX in suffixes:
+    if any(name.endswith(TMP_SUFFIX) for name in transient):
         for name in remove_temporaries(partition_dir, _is_partition_temporary_target):
             stats.actions.append(f"removed {name} (temporary of an interrupted write)")
             del files[name]
@@ -397,39 +396,41 @@ def _open_segments(
     stats: RecoveryStats,
     clock: Clock,
 ) -> tuple[LogSegments, list[LogSegment]]:
-    """Step 2 of §6.4 from the directory listing ``files``: a segment per ``.log``, nothing opened (each file
-    opens on first use; the ``.log`` size is the listing's stat); return them and those that need recovery. Only a
+    """Step 2 of §6.4 from the directory listing ``files``: a segment per ``.log``, nothing opened or stat'ed
+    (each file opens on first use, and an inactive segment learns its ``.log`` length then; the active one takes
+    the listing's stat, which the load's log end needs); return them and those that need recovery. Only a
     non-empty ``.txnindex`` is read, by Kafka's sanity check. A segment file that is a symbolic link is refused
     here (``OSError(ELOOP)`` naming it), as opening it would be. O(files)."""
-    log_names: list[str] = []
-    for name in sorted(files):
-        suffix = _last_suffix(name)
-        if suffix == LOG_SUFFIX:
-            log_names.append(name)
-        elif suffix in _INDEX_SUFFIXES:
-            prefix = name[: name.find(".")]
-            if len(prefix) == _NAME_DIGITS and prefix.isascii() and prefix.isdigit() and prefix + LOG_SUFFIX in files:
-                # The .log of a canonically named index is there: no need to read the offset.
-                continue
-            offset = _offset_or_none(name)
-            if offset is not None and filename_prefix_from_offset(offset) + LOG_SUFFIX not in files:
-                (partition_dir / name).unlink()
-                stats.actions.append(f"removed {name} (no .log)")
-                del files[name]
-    # One clock function for every segment of the load (a segment reads it for its creation time).
+    for name in sorted(name for name in files if name.endswith(_INDEX_SUFFIXES)):
+        prefix = name[: name.find(".")]
+        if len(prefix) == _NAME_DIGITS and prefix.isascii() and prefix.isdigit() and prefix + LOG_SUFFIX in files:
+            # The .log of a canonically named index is there: no need to read the offset.
+            continue
+        offset = _offset_or_none(name)
+        if offset is not None and filename_prefix_from_offset(offset) + LOG_SUFFIX not in files:
+            (partition_dir / name).unlink()
+            stats.actions.append(f"removed {name} (no .log)")
+            del files[name]
+    log_names = sorted(name for name in files if name.endswith(LOG_SUFFIX))
+    bases = [offset_from_file_name(name) for name in log_names]
+    active_base = max(bases, default=None)
+    # One clock function, and one creation time, for every segment of the load.
     seconds = partial(_seconds, clock)
+    created_ms = clock.time_ms()
     # The listing's file types tell the links (no stat); only a dir holding one needs each segment's files looked up.
     links = {name for name, entry in files.items() if entry.is_symlink()}
     opened: list[LogSegment] = []
     needs_recovery: list[LogSegment] = []
-    for name in log_names:
-        base = offset_from_file_name(name)
+    for name, base in zip(log_names, bases, strict=True):
         prefix = name[: -len(LOG_SUFFIX)]
         if links:
             for kind in _SEGMENT_FILE_SUFFIXES:
                 if prefix + kind in links:
                     raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", files[prefix + kind].path)
-        segment = _open_segment(partition_dir, base, config, seconds, create=False, size=files[name].stat().st_size)
+        segment = _open_segment(
+            partition_dir, base, config, seconds, create=False, listed=True, created_ms=created_ms,
+            size=files[name].stat().st_size if base == active_base else None,
+        )
         txn_corrupt = False
         txn_entry = files.get(prefix + TXN_INDEX_SUFFIX)
         if txn_entry is not None and txn_entry.stat().st_size >= AbortedTxn.SIZE:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, TypeVar
 
 from segments._native.batches import (
     FetchSlice,
@@ -79,6 +80,8 @@ from segments.transaction_index import AbortedTxn, TransactionIndex, TxnIndexSea
 from segments.transactions import TransactionTracker
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
+
+_IndexT = TypeVar("_IndexT", OffsetIndex, TimeIndex)
 
 _UNKNOWN = TimestampOffset(NO_TIMESTAMP, -1)
 _MAKING = threading.Lock()
@@ -186,16 +189,34 @@ def _write_index_file(path: str, entries: bytes) -> None:
 class LogSegment:
     """A segment: ``.log`` + offset index + time index + transaction index, starting at ``base_offset``.
 
-    A segment loaded from a directory listing (:meth:`open` with ``size``) holds only its directory, base offset
-    and ``.log`` size: each of its four files gets its object, and is opened, on first use (Kafka's lazy index,
-    extended to the ``.log`` and ``.txnindex``), and :meth:`release` closes them again.
+    A segment loaded from a directory listing (:meth:`open` with ``listed``) holds only its directory and base
+    offset (and the ``.log`` length when the listing had it: the active segment's): each of its four files gets its
+    object, and is opened, on first use (Kafka's lazy index, extended to the ``.log`` and ``.txnindex``), and
+    :meth:`release` closes them again. Its ``.log`` length is learned by one ``stat`` the first time :attr:`size`
+    or :attr:`log` is asked for.
+
+    Concurrency of that length: it is learned, and the ``.log`` object made, under the module lock ``_MAKING``, and
+    only while no ``.log`` object exists. The file changes only through that object (appends, truncations, renames:
+    the log's one writer), so a length learned before it exists is the file's, and once it exists :attr:`size` is
+    the object's. Readers read either without a lock (one attribute read each).
     """
 
+    # Class-level defaults of what a listed segment does not have yet: a log load makes thousands of segments and
+    # most are never used, so each sets only what differs (instances shadow these on first assignment).
     # None until first use (made under _MAKING).
-    _log: FileRecords | None
-    _offset_index: LazyIndex[OffsetIndex] | None
-    _time_index: LazyIndex[TimeIndex] | None
-    _txn_index: TransactionIndex | None
+    _log: FileRecords | None = None
+    _offset_index: LazyIndex[OffsetIndex] | None = None
+    _time_index: LazyIndex[TimeIndex] | None = None
+    _txn_index: TransactionIndex | None = None
+    _listed_size: int | None = None
+    """The ``.log`` length while ``_log`` is None: the listing's, or None until learned (see the class doc)."""
+    _resize_indexes_to: int | None = None
+    """The size :meth:`resize_indexes` asked for before the index holders were made: given to them when made."""
+    _suffix = ""
+    _closed = False
+    rolling_based_timestamp: int | None = None
+    _bytes_since_last_index_entry = 0
+    _max_timestamp_and_offset: TimestampOffset | None = None
 
     def __init__(
         self,
@@ -210,7 +231,7 @@ class LogSegment:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._setup(
-            log.path.parent, base_offset, "", log.size_in_bytes, txn_index.writable, DEFAULT_MAX_INDEX_SIZE,
+            log.path.parent, base_offset, "", None, txn_index.writable, DEFAULT_MAX_INDEX_SIZE,
             index_interval_bytes, roll_jitter_ms, clock,
         )
         self._log = log
@@ -224,32 +245,28 @@ class LogSegment:
         directory: Path,
         base_offset: int,
         file_suffix: str,
-        size: int,
+        size: int | None,
         writable: bool,
         max_index_size: int,
         index_interval_bytes: int,
         roll_jitter_ms: int,
         clock: Callable[[], float],
+        created_ms: int | None = None,
     ) -> None:
-        # What the files are opened from; none of them is created here (see the properties below).
+        # What the files are opened from; none of them is created here (see the properties below), and what the
+        # class defaults already say is not set again. ``size``: a listed segment's ``.log`` length, if known.
         self._directory = directory
-        self._suffix = file_suffix
-        self._initial_size = size
+        if file_suffix:
+            self._suffix = file_suffix
+        if size is not None:
+            self._listed_size = size
         self._writable = writable
         self._max_index_size = max_index_size
-        self._closed = False
-        self._log = None
-        self._offset_index = None
-        self._time_index = None
-        self._txn_index = None
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
         self._clock = clock
-        self.created_ms = int(clock() * 1000)
-        self.rolling_based_timestamp: int | None = None
-        self._bytes_since_last_index_entry = 0
-        self._max_timestamp_and_offset: TimestampOffset | None = None
+        self.created_ms = int(clock() * 1000) if created_ms is None else created_ms
 
     # -- opening ----------------------------------------------------------------------------------------------
 
@@ -267,13 +284,17 @@ class LogSegment:
         roll_jitter_ms: int = 0,
         clock: Callable[[], float] = time.time,
         preallocate_bytes: int = 0,
+        listed: bool = False,
         size: int | None = None,
+        created_ms: int | None = None,
     ) -> LogSegment:
         """Open (``create=True``: create) the segment with ``base_offset`` in ``directory``. O(1).
 
-        ``preallocate_bytes`` reserves that much disk for a new ``.log`` (Kafka's ``preallocate``). ``size`` is the
-        ``.log`` length a directory listing found: then nothing is opened or read now, every file on first use
-        (a log load's inactive segments).
+        ``preallocate_bytes`` reserves that much disk for a new ``.log`` (Kafka's ``preallocate``). ``listed``: the
+        segment comes from a directory listing, so nothing is opened, read or stat'ed now, every file on first use
+        (a log load's segments); ``size`` is then the ``.log`` length the listing's stat found, if it has one (the
+        load's active segment), else the length is learned on first use. ``created_ms`` is the segment object's
+        creation time (default: ``clock`` now; a load reads its clock once for all its segments).
 
         A writable segment creates missing index files (preallocated to ``max_index_size``, blocks allocated) when
         it maps them. A read-only segment (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as
@@ -283,12 +304,14 @@ class LogSegment:
         segment = cls.__new__(cls)
         # A log load passes its Path for every segment: Path(path) would parse it again.
         directory = directory if isinstance(directory, Path) else Path(directory)
-        if size is not None:
+        if listed:
             segment._setup(
                 directory, base_offset, file_suffix, size, writable, max_index_size, index_interval_bytes,
-                roll_jitter_ms, clock,
+                roll_jitter_ms, clock, created_ms,
             )
             return segment
+        if size is not None:
+            raise ValueError(f"a size ({size}) is the listing's: only for a listed segment")
         log = FileRecords(
             log_file(directory, base_offset, file_suffix),
             writable=writable,
@@ -296,8 +319,8 @@ class LogSegment:
             preallocate_bytes=preallocate_bytes,
         )
         segment._setup(
-            directory, base_offset, file_suffix, log.size_in_bytes, writable, max_index_size, index_interval_bytes,
-            roll_jitter_ms, clock,
+            directory, base_offset, file_suffix, None, writable, max_index_size, index_interval_bytes,
+            roll_jitter_ms, clock, created_ms,
         )
         segment._log = log
         if create:
@@ -322,15 +345,31 @@ class LogSegment:
             with _MAKING:
                 log = self._log
                 if log is None:
-                    log = FileRecords(
-                        log_file(self._directory, self.base_offset, self._suffix),
-                        writable=self._writable,
-                        size=self._initial_size,
-                    )
+                    log = FileRecords(self.log_path, writable=self._writable, size=self._learned_size())
                     if self._closed:
                         log.close()
                     self._log = log
         return log
+
+    @property
+    def log_path(self) -> Path:
+        """Path of the ``.log`` file, without making its object or opening it. O(1)."""
+        log = self._log
+        return log.path if log is not None else log_file(self._directory, self.base_offset, self._suffix)
+
+    @property
+    def size_known(self) -> bool:
+        """Whether :attr:`size` is known without I/O (a listed segment's ``.log`` length is learned by one ``stat``
+        on first use): the hook tests use to check that a clean load stats no inactive segment. O(1)."""
+        return self._log is not None or self._listed_size is not None
+
+    def _learned_size(self) -> int:
+        """The ``.log`` length while no ``.log`` object exists: the listing's, else one ``stat`` (a link is not
+        followed, as opening it would refuse it), kept. Called with ``_MAKING`` held (see the class doc). O(1)."""
+        size = self._listed_size
+        if size is None:
+            size = self._listed_size = os.stat(self.log_path, follow_symlinks=False).st_size
+        return size
 
     @property
     def txn_index(self) -> TransactionIndex:
@@ -350,30 +389,30 @@ class LogSegment:
 
     def _lazy_offset_index(self) -> LazyIndex[OffsetIndex]:
         lazy = self._offset_index
-        if lazy is None:
-            base, size, writable = self.base_offset, self._max_index_size, self._writable
-            with _MAKING:
-                lazy = self._offset_index
-                if lazy is None:
-                    lazy = LazyIndex(
-                        offset_index_file(self._directory, base, self._suffix),
-                        lambda path: OffsetIndex(path, base, size, writable),
-                    )
-                    self._offset_index = lazy
-        return lazy
+        return lazy if lazy is not None else self._make_lazy_index("_offset_index", offset_index_file, OffsetIndex)
 
     def _lazy_time_index(self) -> LazyIndex[TimeIndex]:
         lazy = self._time_index
-        if lazy is None:
-            base, size, writable = self.base_offset, self._max_index_size, self._writable
-            with _MAKING:
-                lazy = self._time_index
-                if lazy is None:
-                    lazy = LazyIndex(
-                        time_index_file(self._directory, base, self._suffix),
-                        lambda path: TimeIndex(path, base, size, writable),
-                    )
-                    self._time_index = lazy
+        return lazy if lazy is not None else self._make_lazy_index("_time_index", time_index_file, TimeIndex)
+
+    def _make_lazy_index(
+        self,
+        attribute: Literal["_offset_index", "_time_index"],
+        file_name: Callable[[Path, int, str], Path],
+        index_type: Callable[[Path, int, int, bool], _IndexT],
+    ) -> LazyIndex[_IndexT]:
+        """The holder of an index at ``attribute``, made on first need (once, under ``_MAKING``), with the resize
+        :meth:`resize_indexes` asked for before. O(1)."""
+        base, size, writable = self.base_offset, self._max_index_size, self._writable
+        with _MAKING:
+            lazy: LazyIndex[_IndexT] | None = getattr(self, attribute)
+            if lazy is None:
+                lazy = LazyIndex(
+                    file_name(self._directory, base, self._suffix), lambda path: index_type(path, base, size, writable)
+                )
+                if self._resize_indexes_to is not None:
+                    lazy.resize_when_opened(self._resize_indexes_to)
+                setattr(self, attribute, lazy)
         return lazy
 
     @property
@@ -436,9 +475,14 @@ class LogSegment:
 
     def resize_indexes(self, size: int) -> None:
         """Kafka's ``resizeIndexes`` for the active segment of a load: both indexes at ``size`` (trimmed ones
-        re-expanded), resized now if mapped, else when first used (:meth:`LazyIndex.resize_when_opened`). O(1)."""
-        self._lazy_offset_index().resize_when_opened(size)
-        self._lazy_time_index().resize_when_opened(size)
+        re-expanded), resized now if mapped, else when first used (:meth:`LazyIndex.resize_when_opened`; an index
+        whose holder is not made yet gets the size when it is). O(1)."""
+        with _MAKING:
+            self._resize_indexes_to = size
+            holders = (self._offset_index, self._time_index)
+        for lazy in holders:
+            if lazy is not None:
+                lazy.resize_when_opened(size)
 
     def release(self) -> None:
         """Close the ``.log`` and ``.txnindex`` and close (trim) and unmap both indexes; they reopen on next use.
@@ -462,9 +506,17 @@ class LogSegment:
 
     @property
     def size(self) -> int:
-        """Bytes in the ``.log`` (the listing's figure while the ``.log`` is unopened). O(1)."""
+        """Bytes in the ``.log``: the ``.log`` object's, or while there is none the listing's, learned by one
+        ``stat`` on first use for a listed segment (see the class doc). O(1)."""
         log = self._log
-        return self._initial_size if log is None else log.size_in_bytes
+        if log is not None:
+            return log.size_in_bytes
+        size = self._listed_size
+        if size is not None:
+            return size
+        with _MAKING:
+            log = self._log
+            return self._learned_size() if log is None else log.size_in_bytes
 
     def _max_timestamp_so_far(self) -> TimestampOffset:
         # After a restart the max timestamp comes from the last time-index entry, as in Kafka.
@@ -494,7 +546,7 @@ class LogSegment:
         timestamp = self.max_timestamp_so_far
         if timestamp >= 0:
             return timestamp
-        return int(os.stat(self.log.path).st_mtime * 1000)
+        return int(os.stat(self.log_path).st_mtime * 1000)
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """Kafka's ``timeWaitedForRoll``: the incoming max timestamp minus the first batch's max timestamp when
@@ -927,13 +979,11 @@ class LogSegment:
 
     def rename_with_suffix(self, suffix: str) -> None:
         """Rename all four files to this segment's names with ``suffix`` (``""``, ``.deleted``, ``.swap`` ...);
-        Kafka's ``changeFileSuffixes``. Opened files stay open; unopened ones are renamed by name. O(1)."""
+        Kafka's ``changeFileSuffixes``. Opened files stay open; unopened ones are renamed by name (the ``.log``
+        through its object, made first so a listed segment's length is learned under its old name). O(1)."""
         directory = self._directory
         base = self.base_offset
-        if self._log is not None:
-            self._log.rename_to(log_file(directory, base, suffix))
-        else:
-            os.replace(log_file(directory, base, self._suffix), log_file(directory, base, suffix))
+        self.log.rename_to(log_file(directory, base, suffix))
         self._lazy_offset_index().rename_to(offset_index_file(directory, base, suffix))
         self._lazy_time_index().rename_to(time_index_file(directory, base, suffix))
         self.txn_index.rename_to(transaction_index_file(directory, base, suffix))
@@ -946,7 +996,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and remove all four files (missing ones are ignored). O(1)."""
         self.close()
-        for path in (self.log.path, self.offset_index_path, self.time_index_path, self.txn_index.path):
+        for path in (self.log_path, self.offset_index_path, self.time_index_path, self.txn_index.path):
             path.unlink(missing_ok=True)
 
     def _check(self) -> None:
@@ -958,7 +1008,9 @@ class LogSegment:
             assert entry.position < max(self.size, 1)
 
     def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log.path})"
+        # No I/O: a listed segment's unlearned length shows as None.
+        size = self.size if self.size_known else None
+        return f"LogSegment(base_offset={self.base_offset}, size={size}, path={self.log_path})"
 
 
 __all__ = [

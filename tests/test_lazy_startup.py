@@ -21,7 +21,7 @@ from logmgr.log_loader import load_log
 from logmgr.log_manager import LogManager
 from logmgr.scheduler import ManualScheduler
 from segments.log_segment import LogSegment
-from segments.naming import TopicPartition, log_file
+from segments.naming import DELETED_SUFFIX, TopicPartition, log_file
 from segments.records import ControlRecordType, SimpleRecord
 from tests.conftest import calm_disk
 from tests.test_log_loader import read_all
@@ -169,7 +169,7 @@ def test_clean_startup_reads_the_active_segment_when_the_checkpoint_disagrees(tm
     if change == "cut-active-log":
         # The last batch (one record) cut after the shutdown: the log ends one offset lower.
         size = active_log.stat().st_size
-        last = LogSegment.open(partition, int(active_log.stem), size=size, writable=False)
+        last = LogSegment.open(partition, int(active_log.stem), listed=True, size=size, writable=False)
         last_position = max(found.position for found in last.batches())
         last.close()
         os.truncate(active_log, last_position)
@@ -267,10 +267,13 @@ def test_unopened_segments_rename_close_and_delete_by_name(tmp_path: Path) -> No
     log.close()
     names = sorted(p.name for p in (tmp_path / "t-0").iterdir() if p.name.startswith("00000000000000000000"))
     assert [name.split(".", 1)[1] for name in names] == ["index", "log", "timeindex", "txnindex"]
-    listed = LogSegment.open(tmp_path / "t-0", 0, size=os.path.getsize(log_file(tmp_path / "t-0", 0)))
+    listed = LogSegment.open(tmp_path / "t-0", 0, listed=True)
     listed.flush()
+    assert not listed.size_known
     listed.rename_to_deleted()
     assert listed.open_files == ()
+    # The rename learned the length under the old name (one stat), nothing was opened.
+    assert listed.size_known and listed.size == os.path.getsize(log_file(tmp_path / "t-0", 0, DELETED_SUFFIX))
     assert sorted(p.name for p in (tmp_path / "t-0").iterdir() if p.name.startswith("00000000000000000000")) == [
         name + ".deleted" for name in names
     ]
@@ -278,7 +281,7 @@ def test_unopened_segments_rename_close_and_delete_by_name(tmp_path: Path) -> No
     assert listed.read(0, 1 << 20) is not None
     listed.delete()
     assert not [p for p in (tmp_path / "t-0").iterdir() if p.name.startswith("00000000000000000000")]
-    never_opened = LogSegment.open(tmp_path / "t-0", log.log_end_offset, size=0)
+    never_opened = LogSegment.open(tmp_path / "t-0", log.log_end_offset, listed=True, size=0)
     never_opened.close()
     never_opened.close()
     assert never_opened.log.closed and never_opened.open_files == ()
@@ -343,3 +346,110 @@ def test_unclean_load_recovers_every_segment_as_before(written: Written) -> None
         assert read_all(unclean) == expected[f"t-{p}"]
         assert unclean.read(0, 1 << 20, isolation=Isolation.READ_COMMITTED).aborted_transactions == aborted
         unclean.close()
+
+
+def log_file_sizes(directory: Path) -> dict[int, int]:
+    """Every ``.log`` length in ``directory`` by base offset, as the file system has it. O(files)."""
+    return {int(path.name.split(".")[0]): path.stat().st_size for path in directory.glob("*.log")}
+
+
+def test_clean_startup_stats_no_inactive_segment(tmp_path: Path) -> None:
+    """A clean startup learns no inactive segment's ``.log`` length (no stat, no open); the first use learns the
+    file's, and the log's size is then the sum of the files'."""
+    clock = ManualClock(T0)
+    log_dir = tmp_path / "d1"
+    written_manager_dir(log_dir, clock)
+    restarted = manager_for(log_dir, clock)
+    restarted.startup()
+    try:
+        for log in restarted.all_logs():
+            segments = log.segments.values()
+            assert not any(segment.size_known for segment in segments[:-1]), "an inactive segment was stat'ed"
+            assert segments[-1].size_known, "the active segment's length comes from the listing"
+            assert all(segment.open_files == () for segment in segments)
+            assert "size=None" in repr(segments[0]), "repr does no I/O"
+            sizes = log_file_sizes(log.dir)
+            assert log.size_in_bytes == sum(sizes.values())
+            assert all(segment.size_known and segment.size == sizes[segment.base_offset] for segment in segments)
+            # Learned by a stat: still nothing opened.
+            assert all(segment.open_files == () for segment in segments)
+    finally:
+        restarted.shutdown()
+
+
+def test_lazily_learned_size_follows_the_logs_own_truncation_and_appends(
+    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
+) -> None:
+    """An inactive segment whose length was never learned becomes the active one by a truncation into it: the
+    truncation, and the appends after it, keep its size the file's."""
+    root, _ = written
+    clock = ManualClock(T0 + 10**9)
+    log = clean_load(root / "t-0", clock)
+    middle = log.segments.values()[2]
+    assert not middle.size_known
+    target = middle.base_offset + 1
+    log.truncate_to(target)
+    assert log.segments.active_segment is middle
+    assert middle.size == os.path.getsize(middle.log_path) > 0
+    assert middle.read_next_offset() == target == log.log_end_offset
+    clock.advance(1000)
+    log.append_records([SimpleRecord(b"grown", b"k", clock.time_ms())])
+    assert middle.size == os.path.getsize(middle.log_path)
+    assert log.size_in_bytes == sum(log_file_sizes(log.dir).values())
+    log.close()
+
+
+def test_size_retention_of_a_clean_load_deletes_by_the_files_lengths(
+    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
+) -> None:
+    """Retention by size on segments whose lengths are unknown after a clean load learns the files' lengths: it
+    deletes exactly the oldest segments whose removal keeps the log within ``retention.bytes``."""
+    root, _ = written
+    sizes = log_file_sizes(root / "t-1")
+    bases = sorted(sizes)
+    limit = sum(sizes.values()) - sizes[bases[0]] - sizes[bases[1]] // 2
+    log = clean_load(root / "t-1", config=replace(CONFIG, retention_bytes=limit, file_delete_delay_ms=0))
+    assert not any(segment.size_known for segment in log.segments.values()[:-1])
+    log.high_watermark = log.log_end_offset
+    plan = log.delete_old_segments(time_rule_allowed=False)
+    assert [deletion.reason for deletion in plan.deletions] == ["retention.bytes"]
+    # Kafka's rule: a segment goes while the bytes left over the limit are at least its size; the second one's
+    # size is above the excess left after the first.
+    assert log.segments.base_offsets() == bases[1:]
+    assert log.size_in_bytes == sum(sizes[base] for base in bases[1:])
+    log.close()
+
+
+def test_concurrent_first_size_reads_learn_one_length(
+    written: tuple[Path, dict[str, list[tuple[int, bytes | None]]]],
+) -> None:
+    """Readers asking for an unlearned length at once (a status call and a retention check) all get the file's,
+    while the writer makes the segment's ``.log`` object; nothing is opened by asking."""
+    root, _ = written
+    log = clean_load(root / "t-2")
+    segments = log.segments.values()[:-1]
+    expected = log_file_sizes(log.dir)
+    threads_count = 4
+    barrier = threading.Barrier(threads_count + 1)
+    seen: list[list[int]] = []
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            barrier.wait()
+            seen.append([segment.size for segment in segments])
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=reader) for _ in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    made = [segment.log.size_in_bytes for segment in reversed(segments)][::-1]
+    for thread in threads:
+        thread.join()
+    assert not errors
+    wanted = [expected[segment.base_offset] for segment in segments]
+    assert made == wanted and all(row == wanted for row in seen)
+    assert all(segment.open_files == () for segment in segments)
+    log.close()
