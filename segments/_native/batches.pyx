@@ -998,10 +998,11 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     :func:`locate_batch`, a read an ``OSError`` naming ``path`` and the range. O(log entries + batches skipped +
     bytes read), GIL released over the search and the reads.
 
-    The hop reads windows (at most :data:`_FETCH_WINDOW_CAP` bytes each) and parses headers from them; a window
-    read at a batch that may be the one found is sized for the fetch (``max_size``, or the size of the batch
-    before it when larger and ``min_one_message``), so a hop and its bytes take one ``pread`` when the guess
-    holds. When the floor entry lies below ``start_offset`` and the next index entry at or above it (an entry
+    The hop reads windows (at most :data:`_FETCH_WINDOW_CAP` bytes each) and parses headers from them; its first
+    two windows (the floor entry's batch, the batch after it) are sized for the fetch (``max_size``, or the size of
+    the batch before when larger and ``min_one_message``), so a hop and its bytes take one or two ``pread`` calls
+    when the guess holds; later windows hold a header (after a batch of 4 KiB or more) or 4 KiB, so a long hop
+    copies little more than the headers it skips. When the floor entry lies below ``start_offset`` and the next index entry at or above it (an entry
     names the start of an append whose largest offset it holds), the hop first tries that entry's batch: it is
     the one found when its offsets cover ``start_offset``, its base offset is above the floor entry's offset and
     its last offset at most the next entry's (as a valid segment's increasing offsets make it; the walk from the
@@ -1022,6 +1023,7 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     cdef bytes window = None
     cdef bint jump = False
     cdef bint stop
+    cdef int reads = 0
     cdef const uint8_t *header = NULL
     cdef FetchSlice result
     if (hint.has_next and hint.floor_offset < target <= hint.next_offset
@@ -1038,9 +1040,16 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
         else:
             need = min(<Py_ssize_t>RECORD_BATCH_OVERHEAD, file_size - position)
             if window is None or (position + need > window_start + window_got and not window_short):
-                # The bytes a fetch from here would return (the batch's size guessed), at least a header.
-                wanted = max(max_size, guess) if min_one_message else max_size
-                wanted = min(wanted, limit - position, <Py_ssize_t>_FETCH_WINDOW_CAP)
+                if reads < 2:
+                    # The bytes a fetch from here would return (the batch's size guessed), at least a header: the
+                    # first two windows hold the floor entry's batch and the one after it.
+                    wanted = max(max_size, guess) if min_one_message else max_size
+                    wanted = min(wanted, limit - position, <Py_ssize_t>_FETCH_WINDOW_CAP)
+                else:
+                    # A longer hop (an index sparser than the batches) copies no more than a header per large
+                    # batch skipped, or a small window among small batches.
+                    wanted = _FETCH_WALK_WINDOW if guess < _FETCH_WALK_WINDOW else 0
+                reads += 1
                 length = min(file_size - position, max(need, wanted))
                 window = _read_range(fd, position, length, path)
                 window_start = position
@@ -1057,6 +1066,7 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
                 position = start
                 guess = _FETCH_WALK_WINDOW
                 window = None
+                reads = 0
                 continue
         if stop:
             break
