@@ -17,6 +17,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.errno cimport EINTR, EIO, errno
+from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from posix.types cimport off_t
 from posix.unistd cimport pread, pwrite
@@ -594,50 +595,63 @@ cdef struct _Located:
     int32_t size
 
 
+cdef inline bint _header_step(const uint8_t *header, Py_ssize_t got, Py_ssize_t position, Py_ssize_t limit,
+                              int64_t target, bint by_timestamp, _Located *out) noexcept nogil:
+    """One batch of the header hop: the header at ``position`` (``got`` bytes of it available: fewer than
+    :data:`RECORD_BATCH_OVERHEAD` only at ``limit`` or the file end). True when the hop stops here (``out.status``
+    says why), False when it goes on at ``position + out.total``; ``out`` holds the batch's fields either way."""
+    cdef int64_t key = 0
+    out.position = position
+    out.status = LOCATE_END
+    if got < HEADER_SIZE_UP_TO_MAGIC:
+        return True
+    out.size = <int32_t>load_be32(header + 8)
+    if out.size < RECORD_OVERHEAD_V0:
+        out.status = LOCATE_BAD_SIZE
+        return True
+    out.total = LOG_OVERHEAD + <Py_ssize_t>out.size
+    if position + out.total > limit:
+        return True
+    if header[16] == 0 or header[16] == 1:
+        # A legacy entry's offset is its last (a compressed wrapper carries its last inner offset); only
+        # magic 1 has a timestamp (after crc, magic and attributes).
+        out.base = <int64_t>load_be64(header)
+        out.delta = 0
+        key = legacy_max_timestamp(header, out.total) if got >= LEGACY_TIMESTAMP_OFFSET + 8 else -1
+        if not by_timestamp:
+            key = out.base
+    elif out.total < RECORD_BATCH_OVERHEAD:
+        out.status = LOCATE_SHORT_V2
+        return True
+    elif got < RECORD_BATCH_OVERHEAD:
+        # The file shrank under this reader (a concurrent truncation): the log ends here.
+        return True
+    else:
+        out.base = <int64_t>load_be64(header)
+        out.delta = <int32_t>load_be32(header + 23)
+        key = <int64_t>load_be64(header + 35) if by_timestamp else _sat_add(out.base, out.delta)
+    if key >= target:
+        out.status = LOCATE_FOUND
+        return True
+    return False
+
+
 cdef void _locate(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bint by_timestamp,
                   _Located *out) noexcept nogil:
     """The header hop of :func:`locate_batch` (its status, the batch found or where the walk stopped)."""
     cdef uint8_t header[RECORD_BATCH_OVERHEAD]
     cdef Py_ssize_t position = start
     cdef Py_ssize_t got = 0
-    cdef int64_t key = 0
-    out.status = LOCATE_END
     while limit - position > HEADER_SIZE_UP_TO_MAGIC:
         out.err = _pread_full(fd, header, min(<Py_ssize_t>RECORD_BATCH_OVERHEAD, limit - position), position, &got)
         if out.err != 0:
             out.status = LOCATE_IO_ERROR
-            break
-        if got < HEADER_SIZE_UP_TO_MAGIC:
-            break
-        out.size = <int32_t>load_be32(header + 8)
-        if out.size < RECORD_OVERHEAD_V0:
-            out.status = LOCATE_BAD_SIZE
-            break
-        out.total = LOG_OVERHEAD + <Py_ssize_t>out.size
-        if position + out.total > limit:
-            break
-        if header[16] == 0 or header[16] == 1:
-            # A legacy entry's offset is its last (a compressed wrapper carries its last inner offset); only
-            # magic 1 has a timestamp (after crc, magic and attributes).
-            out.base = <int64_t>load_be64(header)
-            out.delta = 0
-            key = legacy_max_timestamp(header, out.total) if got >= LEGACY_TIMESTAMP_OFFSET + 8 else -1
-            if not by_timestamp:
-                key = out.base
-        elif out.total < RECORD_BATCH_OVERHEAD:
-            out.status = LOCATE_SHORT_V2
-            break
-        elif got < RECORD_BATCH_OVERHEAD:
-            # The file shrank under this reader (a concurrent truncation): the log ends here.
-            break
-        else:
-            out.base = <int64_t>load_be64(header)
-            out.delta = <int32_t>load_be32(header + 23)
-            key = <int64_t>load_be64(header + 35) if by_timestamp else _sat_add(out.base, out.delta)
-        if key >= target:
-            out.status = LOCATE_FOUND
-            break
+            out.position = position
+            return
+        if _header_step(header, got, position, limit, target, by_timestamp, out):
+            return
         position += out.total
+    out.status = LOCATE_END
     out.position = position
 
 
@@ -789,16 +803,30 @@ cdef int64_t _clamped(object value):
     return value
 
 
+cdef struct _IndexHint:
+    # The entry after the floor entry (``has_next``): its offset and position, and the bytes from it to the entry
+    # after it (0 when there is none); the floor entry's offset (the segment's base offset - 1 when none).
+    bint has_next
+    int64_t floor_offset
+    int64_t next_offset
+    Py_ssize_t next_position
+    Py_ssize_t next_span
+
+
 cdef Py_ssize_t _indexed_position(index_map, Py_ssize_t entries, index_path, int64_t base_offset,
-                                  Py_ssize_t warm_entries, int64_t target) except -1:
+                                  Py_ssize_t warm_entries, int64_t target, _IndexHint *hint=NULL) except -1:
     """Where a scan for offset ``target`` starts: the position of the offset index's largest entry at or below it
-    (in ``index_map``'s first ``entries`` 8-byte entries), 0 when none. Kafka's index sanity check reads offsets
-    only, so a damaged entry can hold a negative position: :class:`CorruptIndexError` naming ``index_path`` and
-    the entry. O(log entries), no GIL held over the search."""
+    (in ``index_map``'s first ``entries`` 8-byte entries), 0 when none; ``hint`` (when given) receives the entries
+    around it. Kafka's index sanity check reads offsets only, so a damaged entry can hold a negative position:
+    :class:`CorruptIndexError` naming ``index_path`` and the entry. O(log entries), no GIL held over the search."""
     cdef Py_buffer view
     cdef Py_ssize_t slot = -1
     cdef int64_t position = 0
     cdef int64_t entry_offset = 0
+    cdef const uint8_t *data
+    if hint != NULL:
+        hint.has_next = False
+        hint.floor_offset = base_offset - 1
     if entries <= 0:
         return 0
     if index_map is None:
@@ -807,12 +835,23 @@ cdef Py_ssize_t _indexed_position(index_map, Py_ssize_t entries, index_path, int
     try:
         entries = min(entries, view.len // 8)
         if entries > 0:
+            data = <const uint8_t *>view.buf
             with nogil:
-                slot = search_slot(<const uint8_t *>view.buf, entries, 8, False, base_offset, target, True,
-                                   warm_entries)
+                slot = search_slot(data, entries, 8, False, base_offset, target, True, warm_entries)
                 if slot >= 0:
-                    position = <int32_t>load_be32(<const uint8_t *>view.buf + slot * 8 + 4)
-                    entry_offset = base_offset + <int32_t>load_be32(<const uint8_t *>view.buf + slot * 8)
+                    position = <int32_t>load_be32(data + slot * 8 + 4)
+                    entry_offset = base_offset + <int32_t>load_be32(data + slot * 8)
+                if hint != NULL:
+                    if slot >= 0:
+                        hint.floor_offset = entry_offset
+                    if slot + 1 < entries:
+                        hint.has_next = True
+                        hint.next_offset = base_offset + <int32_t>load_be32(data + (slot + 1) * 8)
+                        hint.next_position = <int32_t>load_be32(data + (slot + 1) * 8 + 4)
+                        hint.next_span = (
+                            <int32_t>load_be32(data + (slot + 2) * 8 + 4) - hint.next_position
+                            if slot + 2 < entries else 0
+                        )
     finally:
         PyBuffer_Release(&view)
     if position < 0:
@@ -906,31 +945,138 @@ def find_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time
         start = found.position + found.total
 
 
+cdef enum:
+    # A fetch's header hop reads windows of the file rather than one header per pread: the first window from the
+    # index entry's position holds this many bytes (the headers of the small batches an index interval spans)...
+    _FETCH_WALK_WINDOW = 4096
+    # ... and no window holds more than this many bytes (the fetch's bytes beyond it are read once its batch is
+    # found), which bounds what a window read past the batch found can waste.
+    _FETCH_WINDOW_CAP = 65536
+
+
+cdef bytes _fetch_records(int fd, bytes window, Py_ssize_t window_start, Py_ssize_t position, Py_ssize_t size,
+                          path):
+    """Bytes ``[position, position + size)`` of the file, taken from ``window`` (bytes read at ``window_start``,
+    holding ``position``) as far as it reaches and read after it (short only when the file shrank under the
+    read). O(size)."""
+    cdef Py_ssize_t offset = position - window_start
+    cdef Py_ssize_t have = PyBytes_GET_SIZE(window) - offset
+    cdef bytes data
+    cdef uint8_t *buf
+    cdef Py_ssize_t got = 0
+    cdef int err
+    if size <= 0:
+        return b""
+    if size <= have:
+        if offset == 0 and size == PyBytes_GET_SIZE(window):
+            return window
+        return PyBytes_FromStringAndSize(PyBytes_AS_STRING(window) + offset, size)
+    data = PyBytes_FromStringAndSize(NULL, size)
+    buf = <uint8_t *>PyBytes_AS_STRING(data)
+    memcpy(buf, PyBytes_AS_STRING(window) + offset, <size_t>have)
+    with nogil:
+        err = _pread_full(fd, buf + have, size - have, position + have, &got)
+    if err != 0:
+        raise OSError(
+            err,
+            f"{os.strerror(err)} (read of {size - have} bytes at position {position + have})",
+            None if path is None else os.fspath(path),
+        )
+    return data if have + got == size else data[:have + got]
+
+
 def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_entries, index_path,
                 long long base_offset, Py_ssize_t warm_entries, start_offset, max_position, Py_ssize_t max_size,
                 bint min_one_message):
     """Kafka's ``LogSegment.read`` and the read of its bytes in one call: the offset index's entry for
     ``start_offset`` (the largest at or below it, in ``index_map``'s first ``index_entries`` 8-byte entries; the
-    file start when none), then the header hop from there to the batch holding it (:func:`locate_batch` up to
-    ``file_size``), then the fetch's byte range: at most ``max_size`` bytes (at least that batch when
+    file start when none), then the header hop from there to the batch holding it (:func:`locate_batch`'s rule up
+    to ``file_size``), then the fetch's byte range: at most ``max_size`` bytes (at least that batch when
     ``min_one_message``), never past ``max_position`` (``None``: ``file_size``), and its bytes. A
-    :class:`FetchSlice` (its ``path`` is ``path``), or None when the offset is past the segment. An index entry with a negative position
-    raises :class:`CorruptIndexError` naming ``index_path``; the hop raises as :func:`locate_batch`, the read of
-    the range an ``OSError`` naming ``path``. O(log entries + batches skipped + bytes read), GIL released over
-    the search, the hop and the read."""
+    :class:`FetchSlice` (its ``path`` is ``path``), or None when the offset is past the segment. An index entry
+    with a negative position raises :class:`CorruptIndexError` naming ``index_path``; the hop raises as
+    :func:`locate_batch`, a read an ``OSError`` naming ``path`` and the range. O(log entries + batches skipped +
+    bytes read), GIL released over the search and the reads.
+
+    The hop reads windows (at most :data:`_FETCH_WINDOW_CAP` bytes each) and parses headers from them; its first
+    two windows (the floor entry's batch, the batch after it) are sized for the fetch (``max_size``, or the size of
+    the batch before when larger and ``min_one_message``), so a hop and its bytes take one or two ``pread`` calls
+    when the guess holds; later windows hold a header (after a batch of 4 KiB or more) or 4 KiB, so a long hop
+    copies little more than the headers it skips. When the floor entry lies below ``start_offset`` and the next index entry at or above it (an entry
+    names the start of an append whose largest offset it holds), the hop first tries that entry's batch: it is
+    the one found when its offsets cover ``start_offset``, its base offset is above the floor entry's offset and
+    its last offset at most the next entry's (as a valid segment's increasing offsets make it; the walk from the
+    floor entry would find it too), so a fetch in a log with an entry per batch reads one window. A batch at
+    that entry that does not pass these checks (a gap of unindexed batches before it, a legacy batch, any flaw)
+    sends the hop back to the floor entry's position, as Kafka's walk goes."""
     cdef int64_t target = _clamped(start_offset)
-    cdef Py_ssize_t start = _indexed_position(index_map, index_entries, index_path, base_offset, warm_entries, target)
+    cdef _IndexHint hint
+    cdef Py_ssize_t start = _indexed_position(index_map, index_entries, index_path, base_offset, warm_entries,
+                                              target, &hint)
+    cdef Py_ssize_t limit = file_size if max_position is None else <Py_ssize_t>max_position
     cdef _Located found
-    cdef Py_ssize_t limit, adjusted, size
+    cdef Py_ssize_t adjusted, size, need, length, wanted, available
+    cdef Py_ssize_t position = start
+    cdef Py_ssize_t guess = _FETCH_WALK_WINDOW
+    cdef Py_ssize_t window_start = 0, window_got = 0
+    cdef bint window_short = False
+    cdef bytes window = None
+    cdef bint jump = False
+    cdef bint stop
+    cdef int reads = 0
+    cdef const uint8_t *header = NULL
     cdef FetchSlice result
-    with nogil:
-        _locate(fd, start, file_size, target, False, &found)
+    if (hint.has_next and hint.floor_offset < target <= hint.next_offset
+            and hint.next_position - start > _FETCH_WALK_WINDOW and hint.next_position < file_size):
+        # The batch at the next entry, if it holds the offset, without reading the batches before it.
+        jump = True
+        position = hint.next_position
+        guess = hint.next_span
+    while True:
+        if file_size - position <= HEADER_SIZE_UP_TO_MAGIC:
+            found.status = LOCATE_END
+            found.position = position
+            stop = True
+        else:
+            need = min(<Py_ssize_t>RECORD_BATCH_OVERHEAD, file_size - position)
+            if window is None or (position + need > window_start + window_got and not window_short):
+                if reads < 2:
+                    # The bytes a fetch from here would return (the batch's size guessed), at least a header: the
+                    # first two windows hold the floor entry's batch and the one after it.
+                    wanted = max(max_size, guess) if min_one_message else max_size
+                    wanted = min(wanted, limit - position, <Py_ssize_t>_FETCH_WINDOW_CAP)
+                else:
+                    # A longer hop (an index sparser than the batches) copies no more than a header per large
+                    # batch skipped, or a small window among small batches.
+                    wanted = _FETCH_WALK_WINDOW if guess < _FETCH_WALK_WINDOW else 0
+                reads += 1
+                length = min(file_size - position, max(need, wanted))
+                window = _read_range(fd, position, length, path)
+                window_start = position
+                window_got = PyBytes_GET_SIZE(window)
+                window_short = window_got < length
+            available = max(<Py_ssize_t>0, min(need, window_start + window_got - position))
+            header = <const uint8_t *>PyBytes_AS_STRING(window) + (position - window_start)
+            stop = _header_step(header, available, position, file_size, target, False, &found)
+        if jump:
+            jump = False
+            if not ((found.status == LOCATE_FOUND or not stop) and header[MAGIC_OFFSET] == MAGIC_V2
+                    and hint.floor_offset < found.base <= target
+                    and _sat_add(found.base, found.delta) <= hint.next_offset):
+                position = start
+                guess = _FETCH_WALK_WINDOW
+                window = None
+                reads = 0
+                continue
+        if stop:
+            break
+        position += found.total
+        guess = found.total
     if found.status == LOCATE_END:
         return None
     if found.status != LOCATE_FOUND:
         raise _locate_failure(&found, path)
     adjusted = max(max_size, found.total) if min_one_message else max_size
-    limit = file_size if max_position is None else <Py_ssize_t>max_position
     size = max(<Py_ssize_t>0, min(limit - found.position, adjusted))
     result = FetchSlice.__new__(FetchSlice)
     # Summed as Python ints: a hostile header's last offset may lie outside int64, as Kafka's long wraps.
@@ -939,7 +1085,7 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     result.position = found.position
     result.size = size
     result.first_entry_incomplete = adjusted < found.total
-    result.records = _read_range(fd, found.position, size, path)
+    result.records = _fetch_records(fd, window, window_start, found.position, size, path)
     result.path = path
     return result
 
