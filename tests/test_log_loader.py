@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry
 from checkpoints.producer_snapshot import ProducerSnapshotEntry, serialize_producer_snapshot
+from logmgr import log_loader
 from logmgr.clock import ManualClock
 from logmgr.config import LogConfig
 from logmgr.log import Isolation, Log
-from logmgr import log_loader
 from logmgr.log_loader import OverflowSplit, load_log
 from logmgr.verify import verify_paths
 from segments.compression import CompressionType
