@@ -682,7 +682,7 @@ class Log:
                         f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes "
                         f"{config.segment_bytes}"
                     )
-                if self._roll_due(segment, config, roll_ms, incoming, max_timestamp, last_offset, now):
+                if segment.roll_due(incoming, max_timestamp, last_offset, now, config.segment_bytes, roll_ms):
                     segment = self.roll(first_offset)
             except OSError as err:
                 raise self._io_failure("roll check", err) from err
@@ -745,24 +745,9 @@ class Log:
 
     def should_roll(self, segment: LogSegment, incoming_bytes: int, max_timestamp: int, last_offset: int, now: int) -> bool:
         """Kafka's roll rules (§6.1): size, time (record time when known, with jitter), full indexes, relative
-        offset overflow. O(1)."""
+        offset overflow (:meth:`LogSegment.roll_due` on this log's config). O(1)."""
         config, _, roll_ms, _ = self._append_facts()
-        return self._roll_due(segment, config, roll_ms, incoming_bytes, max_timestamp, last_offset, now)
-
-    @staticmethod
-    def _roll_due(
-        segment: LogSegment, config: LogConfig, roll_ms: int, incoming_bytes: int, max_timestamp: int,
-        last_offset: int, now: int,
-    ) -> bool:
-        """:meth:`should_roll` on the append's facts (:meth:`_append_facts`). O(1)."""
-        size = segment.size
-        # Cheapest rules first (every append asks); the time rule reads the first batch header once per segment.
-        return (
-            size > config.segment_bytes - incoming_bytes
-            or last_offset - segment.base_offset > _INT32_MAX
-            or (size > 0 and segment.time_waited_for_roll(now, max_timestamp) > roll_ms - segment.roll_jitter_ms)
-            or segment.indexes_full()
-        )
+        return segment.roll_due(incoming_bytes, max_timestamp, last_offset, now, config.segment_bytes, roll_ms)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log end offset)``: the old one gets its final
