@@ -292,7 +292,7 @@ class Log:
         self.last_flush_ms = self.clock.time_ms()
         self._rng = _JITTER_RNG
         # What appends derive from the config (see _append_facts), for the config object it was derived from.
-        self._facts: tuple[LogConfig, bool, int, int | None] | None = None
+        self._facts: tuple[LogConfig, bool, int, int | None, bool] | None = None
         # (max.message.bytes, its decode limits): every read hands them out (see _refresh_limits).
         self._limits = (config.max_message_bytes, DecodeLimits.for_max_message_bytes(config.max_message_bytes))
         self.dir_state = LogDirState()
@@ -466,16 +466,14 @@ class Log:
         O(size)."""
         return self._append(records, leader=False, leader_epoch=NO_PARTITION_LEADER_EPOCH, origin=AppendOrigin.REPLICATION)
 
-    def _validate(self, records: bytes, leader: bool) -> AppendScan:
+    def _validate(self, records: bytes, scan: AppendScan, max_message_bytes: int) -> None:
         """Kafka's checks of every batch before an append, in its order (batch by batch: the file rule, magic 2
         (magic 0/1 too on a follower), ``max.message.bytes``, CRC, record count, the offset range and, on a
-        leader, that ``lastOffsetDelta + 1`` is the record count, record framing): one native walk, then the
+        leader, that ``lastOffsetDelta + 1`` is the record count, record framing), past the native walk ``scan``
+        of ``records`` (:func:`scan_append`, which the append runs itself: most appends need nothing more): the
         batches the walk passed whose records need the decompressor or the legacy reader, each before any later
-        flaw: the framing of compressed magic-2 batches, the whole decode of legacy ones. O(size)."""
-        max_message_bytes = self.config.max_message_bytes
-        scan = scan_append(records, max_message_bytes, leader)
-        if scan.failure == SCAN_OK and not scan.compressed_batches and not scan.legacy_batches:
-            return scan
+        flaw (the framing of compressed magic-2 batches, the whole decode of legacy ones), then the walk's failure
+        as a typed error. O(size)."""
         if scan.compressed_batches or scan.legacy_batches:
             limits = DecodeLimits.for_max_message_bytes(max_message_bytes)
             view = memoryview(records)
@@ -492,7 +490,7 @@ class Log:
                 scan.decoded_legacy(legacy)
         failure = scan.failure
         if failure == SCAN_OK:
-            return scan
+            return
         if failure == SCAN_CORRUPT and scan.error is not None:
             raise self._invalid_batch(scan.failure_position, scan.error) from scan.error
         if failure == SCAN_INVALID:
@@ -594,10 +592,10 @@ class Log:
         except OSError as err:
             raise self._io_failure("append", err) from err
 
-    def _append_facts(self) -> tuple[LogConfig, bool, int, int | None]:
+    def _append_facts(self) -> tuple[LogConfig, bool, int, int | None, bool]:
         """(config, whether a CreateTime window can refuse a timestamp, the time-based roll limit in ms, None or
-        the marker that the topic stamps LogAppendTime) for the current config, derived again only after
-        :meth:`update_config`: every append asks. O(1)."""
+        the marker that the topic stamps LogAppendTime, whether the topic is compacted) for the current config,
+        derived again only after :meth:`update_config`: every append asks once. O(1)."""
         facts = self._facts
         config = self.config
         if facts is None or facts[0] is not config:
@@ -608,13 +606,17 @@ class Log:
             else:
                 roll_ms = config.segment_ms
             append_time = 0 if config.message_timestamp_type == "LogAppendTime" else None
-            facts = self._facts = (config, bounded, roll_ms, append_time)
+            facts = self._facts = (config, bounded, roll_ms, append_time, config.compact)
         return facts
 
     def _append_unguarded(self, records: bytes, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
-        # Validation (CRC and framing, O(size)) runs before the writer lock, as Kafka's analyzeAndValidateRecords.
-        scan = self._validate(records, leader)
-        if leader and self.config.compact:
+        # Validation (CRC and framing, O(size)) runs before the writer lock, as Kafka's analyzeAndValidateRecords,
+        # on the config read once for the whole append.
+        config, bounded, roll_ms, stamp_append_time, compact = self._append_facts()
+        scan = scan_append(records, config.max_message_bytes, leader)
+        if scan.failure != SCAN_OK or scan.compressed_batches or scan.legacy_batches:
+            self._validate(records, scan, config.max_message_bytes)
+        if leader and compact:
             self._refuse_null_keys(records, scan)
         with self._lock:
             if self._closed or self._offline_error is not None or self.dir_state.offline:
@@ -625,7 +627,6 @@ class Log:
                     "refused until cleanup frees space"
                 )
             now = self.clock.time_ms()
-            config, bounded, roll_ms, stamp_append_time = self._append_facts()
             if leader:
                 if bounded or scan.log_append_time_batches:
                     # Otherwise nothing can be refused: the records need not be decoded.
@@ -682,7 +683,7 @@ class Log:
                         f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes "
                         f"{config.segment_bytes}"
                     )
-                if self._roll_due(segment, config, roll_ms, incoming, max_timestamp, last_offset, now):
+                if segment.roll_due(incoming, max_timestamp, last_offset, now, config.segment_bytes, roll_ms):
                     segment = self.roll(first_offset)
             except OSError as err:
                 raise self._io_failure("roll check", err) from err
@@ -745,24 +746,9 @@ class Log:
 
     def should_roll(self, segment: LogSegment, incoming_bytes: int, max_timestamp: int, last_offset: int, now: int) -> bool:
         """Kafka's roll rules (§6.1): size, time (record time when known, with jitter), full indexes, relative
-        offset overflow. O(1)."""
-        config, _, roll_ms, _ = self._append_facts()
-        return self._roll_due(segment, config, roll_ms, incoming_bytes, max_timestamp, last_offset, now)
-
-    @staticmethod
-    def _roll_due(
-        segment: LogSegment, config: LogConfig, roll_ms: int, incoming_bytes: int, max_timestamp: int,
-        last_offset: int, now: int,
-    ) -> bool:
-        """:meth:`should_roll` on the append's facts (:meth:`_append_facts`). O(1)."""
-        size = segment.size
-        # Cheapest rules first (every append asks); the time rule reads the first batch header once per segment.
-        return (
-            size > config.segment_bytes - incoming_bytes
-            or last_offset - segment.base_offset > _INT32_MAX
-            or (size > 0 and segment.time_waited_for_roll(now, max_timestamp) > roll_ms - segment.roll_jitter_ms)
-            or segment.indexes_full()
-        )
+        offset overflow (:meth:`LogSegment.roll_due` on this log's config). O(1)."""
+        config, _, roll_ms, _, _ = self._append_facts()
+        return segment.roll_due(incoming_bytes, max_timestamp, last_offset, now, config.segment_bytes, roll_ms)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log end offset)``: the old one gets its final

@@ -35,7 +35,7 @@ from segments._native.batches import (
     find_timestamp,
     indexed_position,
 )
-from segments._native.index import append_segment_entries
+from segments._native.index import append_segment_entries, indexes_full
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
     CorruptIndexError,
@@ -465,14 +465,6 @@ class LogSegment:
         lazy = self._time_index
         return lazy.path if lazy is not None else time_index_file(self._directory, self.base_offset, self._suffix)
 
-    def indexes_full(self) -> bool:
-        """Whether either index has no slot left for an append (a roll rule; the time index keeps its last slot
-        for the roll's entry). O(1)."""
-        offset_lazy, time_lazy = self._offset_index, self._time_index
-        offset_index = (offset_lazy if offset_lazy is not None else self._lazy_offset_index()).get()
-        time_index = (time_lazy if time_lazy is not None else self._lazy_time_index()).get()
-        return offset_index.is_full() or time_index.is_full()
-
     def resize_indexes(self, size: int) -> None:
         """Kafka's ``resizeIndexes`` for the active segment of a load: both indexes at ``size`` (trimmed ones
         re-expanded), resized now if mapped, else when first used (:meth:`LazyIndex.resize_when_opened`; an index
@@ -548,18 +540,34 @@ class LogSegment:
             return timestamp
         return int(os.stat(self.log_path).st_mtime * 1000)
 
-    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
-        """Kafka's ``timeWaitedForRoll``: the incoming max timestamp minus the first batch's max timestamp when
-        that is known (>= 0), else wall time since this segment object was created. O(1) after the first call
-        (which reads the first batch header)."""
-        if self.rolling_based_timestamp is None:
-            for found in self.log.batches():
-                self.rolling_based_timestamp = found.batch.max_timestamp
-                break
-        first = self.rolling_based_timestamp
-        if first is not None and first >= 0:
-            return message_timestamp - first
-        return now_ms - self.created_ms
+    def roll_due(
+        self, incoming_bytes: int, max_timestamp: int, last_offset: int, now_ms: int, segment_bytes: int, roll_ms: int
+    ) -> bool:
+        """Kafka's ``shouldRoll`` for an append of ``incoming_bytes`` whose largest offset is ``last_offset`` and
+        max timestamp ``max_timestamp`` (§6.1), cheapest rule first: ``segment.bytes``; the offset overflowing the
+        32-bit relative range; the time rule (``roll_ms`` less this segment's jitter) on ``timeWaitedForRoll``, the
+        incoming max timestamp minus the first batch's max timestamp when that is known (>= 0), else wall time
+        since this segment object was created; either index full (the time index keeps its last slot for the
+        roll's entry). One call per append. O(1) after the first call on a reopened segment (which reads the
+        first batch header)."""
+        log = self._log
+        size = log.size_in_bytes if log is not None else self.size
+        if size > segment_bytes - incoming_bytes or last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            return True
+        if size > 0:
+            first = self.rolling_based_timestamp
+            if first is None:
+                for found in self.log.batches():
+                    first = self.rolling_based_timestamp = found.batch.max_timestamp
+                    break
+            waited = max_timestamp - first if first is not None and first >= 0 else now_ms - self.created_ms
+            if waited > roll_ms - self.roll_jitter_ms:
+                return True
+        offset_lazy, time_lazy = self._offset_index, self._time_index
+        return indexes_full(
+            (offset_lazy if offset_lazy is not None else self._lazy_offset_index()).get(),
+            (time_lazy if time_lazy is not None else self._lazy_time_index()).get(),
+        )
 
     # -- writing ----------------------------------------------------------------------------------------------
 
@@ -596,10 +604,12 @@ class LogSegment:
         offset, ``largest_timestamp`` their largest max timestamp if above -1 (else -1) and
         ``shallow_offset_of_max_timestamp`` the last offset of the first batch holding it (else -1). O(total
         length) for the write."""
-        # Every append's path: the properties behind these steps are read once, as plain attributes.
+        # Every append's path: plain attributes only, no property between the write and the index step.
         if not 0 <= largest_offset - self.base_offset <= MAX_RELATIVE_OFFSET:
             self._ensure_offset_in_range(largest_offset)
-        log = self.log
+        log = self._log
+        if log is None:
+            log = self.log
         position = log.append(*buffers)
         length = log.size_in_bytes - position
         if position == 0:
@@ -610,7 +620,12 @@ class LogSegment:
         if largest_timestamp > most.timestamp:
             most = self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            append_segment_entries(self.offset_index, self.time_index, largest_offset, position, most.timestamp, most.offset)
+            offset_lazy, time_lazy = self._offset_index, self._time_index
+            append_segment_entries(
+                (offset_lazy if offset_lazy is not None else self._lazy_offset_index()).get(),
+                (time_lazy if time_lazy is not None else self._lazy_time_index()).get(),
+                largest_offset, position, most.timestamp, most.offset,
+            )
             self._bytes_since_last_index_entry = length
         else:
             self._bytes_since_last_index_entry += length

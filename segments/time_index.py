@@ -36,6 +36,8 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     """Memory-mapped ``.timeindex`` file of one segment (see :class:`AbstractIndex` for opening modes)."""
 
     entry_size: ClassVar[int] = 12
+    # The last slot is kept for the roll/close entry: is_full() is true one entry early.
+    reserved_slots: ClassVar[int] = 1
     _WARM_ENTRIES: ClassVar[int] = WARM_SECTION_BYTES // entry_size
     _OFFSET_FIELD: ClassVar[IndexField] = IndexField(8, INT32_FIELD, True)
     _TIMESTAMP_FIELD: ClassVar[IndexField] = IndexField(0, INT64_FIELD, False)
@@ -51,10 +53,6 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     def _slot_offset(self, slot: int) -> int:
         relative: int = _I32.unpack_from(self._buffer(), slot * 12 + 8)[0]
         return self.base_offset + relative
-
-    def is_full(self) -> bool:
-        """True at ``max_entries - 1`` entries: the last slot is kept for the roll/close entry. O(1)."""
-        return self._entries >= self._max_entries - 1
 
     @property
     def last_entry(self) -> TimestampOffset:

@@ -66,10 +66,13 @@ cdef class IndexEntries:
     cdef int64_t _last_first
     cdef int64_t _last_second
     cdef int _entry_size
+    cdef Py_ssize_t _reserved_slots
 
     def __cinit__(self, *args, **kwargs):
         self._last_count = -1
         self._entry_size = getattr(type(self), "entry_size", 0)
+        # Slots only a roll or close may fill (the time index keeps its last one for the final entry).
+        self._reserved_slots = getattr(type(self), "reserved_slots", 0)
 
     def _forget_last(self):
         """Drop the cached last entry (the entries were rewritten). O(1)."""
@@ -163,7 +166,7 @@ cdef class IndexEntries:
         cdef int64_t last_timestamp = -1
         if self._closed or not self.writable:
             self._require_writable()
-        if not skip_full_check and entries >= self._max_entries - 1:
+        if not skip_full_check and self._full():
             raise IndexFullError(f"append to a full time index ({entries} entries)", path=self._path)
         if entries:
             self._load_last()
@@ -201,9 +204,12 @@ cdef class IndexEntries:
         """:meth:`TimeIndex.maybe_append`'s compiled body (any ints, as :meth:`_append_offset_entry`). O(1)."""
         self._maybe_append_time(_clamp(timestamp), _clamp(offset), skip_full_check, timestamp > _INT64_MAX_OBJ)
 
-    cpdef bint is_full(self):
-        """True when no slot is left for an append. O(1)."""
-        return self._entries >= self._max_entries
+    cdef inline bint _full(self) noexcept:
+        return self._entries >= self._max_entries - self._reserved_slots
+
+    def is_full(self):
+        """True when no slot is left for an append (the time index: only its reserved last slot is). O(1)."""
+        return self._full()
 
 
 _INT64_MAX_OBJ = (1 << 63) - 1
@@ -215,6 +221,11 @@ cdef int64_t _clamp(value) except? -1:
     if value < -_INT64_MAX_OBJ - 1:
         return <int64_t>(-_INT64_MAX_OBJ - 1)
     return <int64_t>value
+
+
+def indexes_full(IndexEntries offset_index, IndexEntries time_index):
+    """Whether either index of a segment has no slot left for an append: the roll rule, one call. O(1)."""
+    return offset_index._full() or time_index._full()
 
 
 def append_segment_entries(IndexEntries offset_index, IndexEntries time_index, int64_t largest_offset,
