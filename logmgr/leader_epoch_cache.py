@@ -7,6 +7,7 @@ atomically. A lock guards the entry list (appends assign from the writer thread;
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -52,7 +53,8 @@ class LeaderEpochCache:
     """Ordered ``(epoch, start_offset)`` entries, both strictly increasing."""
 
     def __init__(self, partition_dir: Path) -> None:
-        self._file = LeaderEpochCheckpointFile(partition_dir / LEADER_EPOCH_CHECKPOINT_FILE)
+        # A string join: a Path join and its conversion back cost more than the read of a small checkpoint.
+        self._file = LeaderEpochCheckpointFile(os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT_FILE))
         self._lock = threading.Lock()
         # Nothing is rewritten on load.
         self._entries: list[EpochEntry] = epochs_as_loaded(self._file.read(), self._file.path)

@@ -50,6 +50,7 @@ from segments.errors import (
     LogSegmentOffsetOverflowError,
     StorageFormatError,
 )
+from segments.java_numbers import INT64_MAX
 from segments.key_index import KEY_INDEX_SUFFIX
 from segments.log_segment import LogSegment
 from segments.naming import (
@@ -127,19 +128,19 @@ def load_log(
     marker that a clean start trusts is written at shutdown, and the LogManager removes it before loading.
     ``tests/faults/test_crash.py`` cuts the snapshots a recovery wrote and checks the next load's producer state."""
     clock = clock or SystemClock()
-    partition_dir.mkdir(parents=True, exist_ok=True)
     parsed = PartitionDirName.parse(partition_dir.name)
     stats = RecoveryStats()
     is_deleted_dir = parsed.kind == "delete"
-    files = _complete_swaps_and_remove_temporaries(partition_dir, stats)
+    listing = _complete_swaps_and_remove_temporaries(partition_dir, stats)
     take_snapshot = partial(_take_unsynced_snapshot, stats)
     while True:
         # One listing per attempt serves the segments and the producer snapshots.
-        if files is None:
-            files = _list_files(partition_dir)
+        if listing is None:
+            listing = _list_files(partition_dir)
+        files = listing.files
         producer_state = ProducerStateManager(partition_dir, producer_id_expiration_ms, clock, listing=files)
         leader_epochs = LeaderEpochCache(partition_dir)
-        segments, needs_recovery = _open_segments(partition_dir, files, config, stats, clock)
+        segments, needs_recovery = _open_segments(partition_dir, listing, config, stats, clock)
         context = _LoadContext(
             partition_dir, config, segments, producer_state, leader_epochs, stats, log_start_offset, take_snapshot
         )
@@ -162,7 +163,7 @@ def load_log(
             stats.unsynced_snapshots += len(producer_state.delete_set_aside_snapshots())
             break
         except _Overflowed as overflowed:
-            files = None
+            listing = None
             split = OverflowSplit.plan(overflowed.segment, overflowed.error)
             for segment in segments.values():
                 segment.close()
@@ -303,23 +304,48 @@ def _is_partition_temporary_target(name: str) -> bool:
     return name.endswith((SNAPSHOT_SUFFIX, KEY_INDEX_SUFFIX)) and _offset_or_none(name) is not None
 
 
-def _list_files(partition_dir: Path) -> dict[str, os.DirEntry[str]]:
-    """The regular files of ``partition_dir`` (links to one included, as ``Path.is_file`` counts them) by name:
-    one directory read, file types from the listing (no stat). O(entries)."""
-    with os.scandir(partition_dir) as entries:
-        return {entry.name: entry for entry in entries if entry.is_file()}
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """One read of a partition dir: its regular files (links to one included, as ``Path.is_file`` counts them) by
+    name, and which of them are symbolic links."""
+
+    files: dict[str, os.DirEntry[str]]
+    links: frozenset[str]
 
 
-def _complete_swaps_and_remove_temporaries(
-    partition_dir: Path, stats: RecoveryStats
-) -> dict[str, os.DirEntry[str]] | None:
+def _list_files(partition_dir: Path) -> _Listing:
+    """The listing of ``partition_dir`` (created if missing): one directory read, file types from it (no stat but
+    for a link). O(entries)."""
+    try:
+        scan = os.scandir(partition_dir)
+    except FileNotFoundError:
+        # A new log: its directory is made here (loading an existing one costs no mkdir call).
+        partition_dir.mkdir(parents=True, exist_ok=True)
+        scan = os.scandir(partition_dir)
+    with scan:
+        entries = list(scan)
+    # One type test per entry for the regular files (all of a dir without links or subdirectories).
+    files = {entry.name: entry for entry in entries if entry.is_file(follow_symlinks=False)}
+    if len(files) == len(entries):
+        return _Listing(files, frozenset())
+    links = set()
+    for entry in entries:
+        if entry.is_symlink():
+            links.add(entry.name)
+            if entry.is_file():
+                files[entry.name] = entry
+    return _Listing(files, frozenset(links))
+
+
+def _complete_swaps_and_remove_temporaries(partition_dir: Path, stats: RecoveryStats) -> _Listing | None:
     """Step 1 of §6.4, plus the temporaries of interrupted atomic writes. Returns the directory's listing when
     nothing changed it (a clean dir: step 2 reuses it), else None. O(entries)."""
-    files = _list_files(partition_dir)
+    listing = _list_files(partition_dir)
+    files = listing.files
     transient = [name for name in files if name.endswith(_TRANSIENT_SUFFIXES)]
     if not transient:
         # No temporary, pending delete, cleaning or swap (a clean dir): nothing below would act.
-        return files
+        return listing
     changed = False
     if any(name.endswith(TMP_SUFFIX) for name in transient):
         for name in remove_temporaries(partition_dir, _is_partition_temporary_target):
@@ -343,7 +369,7 @@ def _complete_swaps_and_remove_temporaries(
         elif name.endswith(SWAP_SUFFIX):
             swaps.append(partition_dir / name)
     if not swaps:
-        return None if changed else files
+        return None if changed else listing
     kept = []
     for swap in swaps:
         offset = _offset_or_none(swap.name)
@@ -391,38 +417,39 @@ def _offset_or_none(name: str) -> int | None:
 
 def _open_segments(
     partition_dir: Path,
-    files: dict[str, os.DirEntry[str]],
+    listing: _Listing,
     config: LogConfig,
     stats: RecoveryStats,
     clock: Clock,
 ) -> tuple[LogSegments, list[LogSegment]]:
-    """Step 2 of §6.4 from the directory listing ``files``: a segment per ``.log``, nothing opened or stat'ed
-    (each file opens on first use, and an inactive segment learns its ``.log`` length then; the active one takes
-    the listing's stat, which the load's log end needs); return them and those that need recovery. Only a
-    non-empty ``.txnindex`` is read, by Kafka's sanity check. A segment file that is a symbolic link is refused
-    here (``OSError(ELOOP)`` naming it), as opening it would be. O(files)."""
-    for name in sorted(name for name in files if name.endswith(_INDEX_SUFFIXES)):
-        prefix = name[: name.find(".")]
-        if len(prefix) == _NAME_DIGITS and prefix.isascii() and prefix.isdigit() and prefix + LOG_SUFFIX in files:
-            # The .log of a canonically named index is there: no need to read the offset.
-            continue
-        offset = _offset_or_none(name)
-        if offset is not None and filename_prefix_from_offset(offset) + LOG_SUFFIX not in files:
-            (partition_dir / name).unlink()
-            stats.actions.append(f"removed {name} (no .log)")
-            del files[name]
+    """Step 2 of §6.4 from the directory listing: a segment per ``.log``, nothing opened or stat'ed (each file
+    opens on first use, and an inactive segment learns its ``.log`` length then; the active one takes the
+    listing's stat, which the load's log end needs); return them and those that need recovery. Only a non-empty
+    ``.txnindex`` is read, by Kafka's sanity check. A segment file that is a symbolic link is refused here
+    (``OSError(ELOOP)`` naming it), as opening it would be. O(files)."""
+    files = listing.files
     log_names = sorted(name for name in files if name.endswith(LOG_SUFFIX))
-    bases = [offset_from_file_name(name) for name in log_names]
-    active_base = max(bases, default=None)
+    index_names = [name for name in files if name.endswith(_INDEX_SUFFIXES)]
+    stems = [name[: -len(LOG_SUFFIX)] for name in log_names]
+    # Names as Kafka writes them (20 ASCII digits, then the suffix) are parsed and matched in bulk; any other
+    # name goes through offset_from_file_name one by one.
+    joined = "".join(stems)
+    canonical = len(joined) == _NAME_DIGITS * len(stems) and joined.isascii() and joined.isdigit()
+    canonical = canonical and all(len(stem) == _NAME_DIGITS for stem in stems)
+    bases = list(map(int, stems)) if canonical else []
+    if not canonical or (bases and bases[-1] > INT64_MAX):
+        bases = [offset_from_file_name(name) for name in log_names]
+    # An index whose text before the first dot is a .log's canonical stem has that .log: no orphan.
+    if index_names and not (canonical and {name[: name.find(".")] for name in index_names} <= set(stems)):
+        _remove_orphan_indexes(partition_dir, files, sorted(index_names), stats)
     # One clock function, and one creation time, for every segment of the load.
     seconds = partial(_seconds, clock)
     created_ms = clock.time_ms()
-    # The listing's file types tell the links (no stat); only a dir holding one needs each segment's files looked up.
-    links = {name for name, entry in files.items() if entry.is_symlink()}
+    links = listing.links
     opened: list[LogSegment] = []
     needs_recovery: list[LogSegment] = []
-    for name, base in zip(log_names, bases, strict=True):
-        prefix = name[: -len(LOG_SUFFIX)]
+    active_base = max(bases, default=None)
+    for name, prefix, base in zip(log_names, stems, bases, strict=True):
         if links:
             for kind in _SEGMENT_FILE_SUFFIXES:
                 if prefix + kind in links:
@@ -444,6 +471,19 @@ def _open_segments(
         opened.append(segment)
     # Built in one go from the ascending listing (a later name with the same offset replaces an earlier one).
     return LogSegments(opened), needs_recovery
+
+
+def _remove_orphan_indexes(
+    partition_dir: Path, files: dict[str, os.DirEntry[str]], index_names: list[str], stats: RecoveryStats
+) -> None:
+    """Remove (from the dir and ``files``) each index named by an offset whose ``.log`` is not in ``files``.
+    O(len(index_names))."""
+    for name in index_names:
+        offset = _offset_or_none(name)
+        if offset is not None and filename_prefix_from_offset(offset) + LOG_SUFFIX not in files:
+            (partition_dir / name).unlink()
+            stats.actions.append(f"removed {name} (no .log)")
+            del files[name]
 
 
 class _LoadContext:

@@ -8,6 +8,7 @@ the producer state and leader epochs rebuilt from the batches.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import shutil
@@ -252,6 +253,37 @@ def test_index_files_without_their_log_are_deleted(pdir: Path) -> None:
     assert not names(pdir) & set(orphans)
     assert any("(no .log)" in action for action in log.recovery.actions)
     assert read_all(log) == values(range(20))
+
+
+def test_index_files_not_named_as_kafka_names_them_are_matched_by_offset(pdir: Path) -> None:
+    # Names the loader's bulk match skips go through offset parsing: "7.index" names offset 7, whose .log is
+    # 00000000000000000007.log (absent: deleted); "+0.timeindex" names offset 0, whose .log is there (kept).
+    make_log(pdir)
+    (pdir / "7.index").write_bytes(bytes(8))
+    (pdir / "+0.timeindex").write_bytes(bytes(12))
+    log = open_log(pdir)
+    assert "7.index" not in names(pdir) and "+0.timeindex" in names(pdir)
+    assert [a for a in log.recovery.actions if "(no .log)" in a] == ["removed 7.index (no .log)"]
+    assert read_all(log) == values(range(20))
+
+
+def test_a_subdirectory_in_the_partition_dir_is_not_a_segment_file(pdir: Path) -> None:
+    bases = make_log(pdir)
+    (pdir / f"{bases[-1]:020d}.index.d").mkdir()
+    log = open_log(pdir)
+    assert log.segments.base_offsets() == bases
+    assert read_all(log) == values(range(20))
+
+
+def test_a_segment_index_that_is_a_symbolic_link_is_refused(pdir: Path, tmp_path: Path) -> None:
+    bases = make_log(pdir)
+    index = pdir / f"{bases[0]:020d}.timeindex"
+    outside = tmp_path / "outside.timeindex"
+    index.rename(outside)
+    index.symlink_to(outside)
+    with pytest.raises(OSError) as raised:
+        open_log(pdir)
+    assert raised.value.errno == errno.ELOOP and raised.value.filename == str(index)
 
 
 def test_missing_offset_index_recovers_the_segment_and_rebuilds_identical_indexes(pdir: Path) -> None:
