@@ -296,8 +296,7 @@ def test_recover_leaves_a_correct_index_file_untouched(tmp_path: Path, listed: b
         # An old modification time: any write by the recovery (even in the same clock tick) would change it.
         os.utime(path, ns=(1_000_000_000, 1_000_000_000))
         before[suffix] = path.stat()
-    size = (tmp_path / f"{0:020d}.log").stat().st_size
-    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=300, listed=listed, size=size if listed else None)
+    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=300, listed=listed)
     result = segment.recover()
     assert result.error is None and result.truncated_bytes == 0
     for suffix, data in expected.items():
@@ -330,7 +329,7 @@ def test_recover_rewrites_a_wrong_index_to_exactly_the_rebuilt_bytes(tmp_path: P
         path.unlink()
     else:
         path.write_bytes(damaged[damage])
-    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=300, listed=True, size=(tmp_path / f"{0:020d}.log").stat().st_size)
+    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=300, listed=True)
     result = segment.recover()
     assert result.error is None and result.truncated_bytes == 0
     for name, rebuilt in expected.items():
