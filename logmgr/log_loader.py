@@ -147,7 +147,10 @@ def load_log(
         try:
             for segment in needs_recovery:
                 if segment.base_offset in segments:
-                    context.recover_segment(segment, reason="index missing or corrupt")
+                    context.recover_segment(
+                        segment, reason="index missing or corrupt",
+                        following=segments.higher_segment(segment.base_offset),
+                    )
             if not had_clean_shutdown and not is_deleted_dir:
                 context.recover_from(recovery_point)
             last = segments.last_segment()
@@ -514,8 +517,11 @@ class _LoadContext:
         segment that cannot be recovered) deletes every later segment."""
         start = self.segments.floor_segment(recovery_point)
         candidates = self.segments.values(start.base_offset if start is not None else None)
+        reason = f"unclean shutdown (recovery point {recovery_point})"
         for index, segment in enumerate(candidates):
-            truncated = self.recover_segment(segment, reason=f"unclean shutdown (recovery point {recovery_point})")
+            # The next candidate is the segment that follows (no lookup per segment).
+            following = candidates[index + 1] if index + 1 < len(candidates) else None
+            truncated = self.recover_segment(segment, reason=reason, following=following)
             if truncated > 0:
                 for later in candidates[index + 1 :]:
                     self.segments.remove(later.base_offset)
@@ -529,11 +535,15 @@ class _LoadContext:
         try:
             return segment.read_next_offset()
         except CorruptIndexError as err:
-            self.recover_segment(segment, reason=f"corrupt index ({err.message})")
+            self.recover_segment(
+                segment, reason=f"corrupt index ({err.message})",
+                following=self.segments.higher_segment(segment.base_offset),
+            )
             return segment.read_next_offset()
 
-    def recover_segment(self, segment: LogSegment, *, reason: str) -> int:
-        """Rebuild producer state to the segment's base, recover it (Kafka's ``recoverSegment``), snapshot."""
+    def recover_segment(self, segment: LogSegment, *, reason: str, following: LogSegment | None) -> int:
+        """Rebuild producer state to the segment's base, recover it (Kafka's ``recoverSegment``), snapshot.
+        ``following``: the segment after it (None: it is the last). O(segment bytes)."""
         rebuild_state_to(
             self.segments, self.producer_state, segment.base_offset, self.log_start_offset, self.take_snapshot
         )
@@ -544,7 +554,6 @@ class _LoadContext:
                 self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
             self.producer_state.on_batch(batch)
 
-        following = self.segments.higher_segment(segment.base_offset)
         try:
             # A batch reaching the next segment's base is damage (rolls start at the log end), not data.
             result = segment.recover(
@@ -690,10 +699,7 @@ def rebuild_state_to(
     newest snapshot at or below it, replay the batches after, snapshotting at the base offsets of the last two
     segments and at ``offset`` so later recoveries and truncations start close by. O(bytes replayed)."""
     producer_state.truncate_and_reload(log_start_offset, offset, set_aside=True)
-    _replay(
-        segments, producer_state, offset, log_start_offset, take_snapshot,
-        snapshot_at=_offsets_to_snapshot(segments, offset),
-    )
+    _replay(segments, producer_state, offset, log_start_offset, take_snapshot)
     producer_state.update_map_end_offset(offset)
     take_snapshot(producer_state)
 
@@ -717,7 +723,7 @@ def rebuild_producer_state(
             take_snapshot(state)
         return
     state.truncate_and_reload(log.log_start_offset, last_offset)
-    _replay(segments, state, last_offset, log.log_start_offset, take_snapshot, snapshot_at=to_snapshot)
+    _replay(segments, state, last_offset, log.log_start_offset, take_snapshot)
     state.update_map_end_offset(last_offset)
     take_snapshot(state)
 
@@ -728,11 +734,13 @@ def _replay(
     last_offset: int,
     log_start_offset: int,
     take_snapshot: SnapshotTaker,
-    *,
-    snapshot_at: set[int],
 ) -> None:
+    """Replay the batches from the state's map end offset up to ``last_offset``, snapshotting at the base offsets
+    of :func:`_offsets_to_snapshot` on the way; nothing (no lookup) when the state already ends there (a recovery
+    of consecutive segments: each starts where the previous one's left the state). O(bytes replayed)."""
     if last_offset <= state.map_end_offset:
         return
+    snapshot_at = _offsets_to_snapshot(segments, last_offset)
     start = segments.floor_segment(state.map_end_offset)
     for segment in segments.values(start.base_offset if start is not None else None, last_offset):
         from_offset = max(segment.base_offset, state.map_end_offset, log_start_offset)

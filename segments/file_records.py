@@ -40,6 +40,7 @@ __all__ = [
     "iter_batches",
     "located_error",
     "open_no_follow",
+    "read_at",
     "walk_batches",
 ]
 
@@ -84,6 +85,26 @@ def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o644) 
         if err.errno == errno.ELOOP:
             raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", os.fspath(path)) from None
         raise
+
+
+def read_at(fd: int, path: str | os.PathLike[str], position: int, size: int) -> bytes:
+    """Up to ``size`` bytes of the open file ``fd`` from ``position`` (short only at its end); an ``OSError`` names
+    ``path``. O(size).
+
+    The argument order lets ``functools.partial(read_at, fd, path)`` serve as a walk's ``read(position, size)``."""
+    # os-level calls (not the compiled core): the fault tests answer them as a failing kernel would.
+    chunks = []
+    while size > 0:
+        try:
+            chunk = os.pread(fd, size, position)
+        except OSError as err:
+            raise located_error(err, path, f"read of {size} bytes at position {position}") from err
+        if not chunk:
+            break
+        chunks.append(chunk)
+        position += len(chunk)
+        size -= len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def located_error(err: OSError, path: str | os.PathLike[str], action: str) -> OSError:
@@ -234,19 +255,7 @@ class FileRecords:
             return b""
         if position < 0:
             raise ValueError(f"{self._path}: read at negative position {position}")
-        # os-level calls (not the compiled core): the fault tests answer them as a failing kernel would.
-        chunks = []
-        while size > 0:
-            try:
-                chunk = os.pread(self._descriptor(), size, position)
-            except OSError as err:
-                raise self._located(err, f"read of {size} bytes at position {position}") from err
-            if not chunk:
-                break
-            chunks.append(chunk)
-            position += len(chunk)
-            size -= len(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return read_at(self._descriptor(), self._path, position, size)
 
     def batches(self, start: int = 0, end: int | None = None, *, max_batch_size: int | None = None) -> Iterator[FileBatch]:
         """Iterate batches from byte ``start`` up to ``end`` (default: the current size); see

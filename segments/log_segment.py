@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -52,11 +53,13 @@ from segments.file_records import (
     iter_batches,
     located_error,
     open_no_follow,
+    read_at,
 )
 from segments.lazy_index import LazyIndex
 from segments.naming import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
+    LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     filename_prefix_from_offset,
@@ -772,7 +775,22 @@ class LogSegment:
         tracker = TransactionTracker() if transactions is None else transactions
         self._reset_txn_index()
         max_index_size = self._max_index_size
-        scan = self.recovery_scan(next_segment_base, max_index_size, max_index_size)
+        log = self._log
+        fd: int | None = None
+        if log is not None:
+            read, size, log_path = log.read, log.size_in_bytes, str(log.path)
+        else:
+            # No .log object yet (a listed segment, the common case of a load): read the file through a descriptor
+            # of its own, closed below; the object (a Path, a later open) is made only for a truncation.
+            log_path = self._file_name(LOG_SUFFIX)
+            fd = open_no_follow(log_path, os.O_RDONLY)
+            read = partial(read_at, fd, log_path)
+            try:
+                size = self._listed_size if self._listed_size is not None else self._learn_size(os.fstat(fd).st_size)
+            except BaseException:
+                os.close(fd)
+                raise
+        scan = self._scan(read, size, log_path, next_segment_base, max_index_size, max_index_size)
         error: StorageFormatError | None = None
         try:
             try:
@@ -794,6 +812,8 @@ class LogSegment:
                     if observer is not None:
                         observer(batch)
             finally:
+                if fd is not None:
+                    os.close(fd)
                 self._write_rebuilt_indexes(scan)
             rejected = scan.rejected_entry
             if rejected is not None:
@@ -809,7 +829,15 @@ class LogSegment:
             error = err if err.path is not None else err.at(self.log.path, position_base=scan.valid_bytes)
         self._max_timestamp_and_offset = TimestampOffset(scan.max_timestamp, scan.offset_of_max_timestamp)
         self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry
-        return RecoveryResult(scan.valid_bytes, self.size - scan.valid_bytes, scan.batches, error)
+        return RecoveryResult(scan.valid_bytes, size - scan.valid_bytes, scan.batches, error)
+
+    def _learn_size(self, size: int) -> int:
+        """Keep ``size``, the ``.log`` length a recovery's ``fstat`` found, as the learned length while no ``.log``
+        object exists (see the class doc), so the object a truncation makes starts from it. O(1)."""
+        with _MAKING:
+            if self._log is None and self._listed_size is None:
+                self._listed_size = size
+        return size
 
     def _reset_txn_index(self) -> None:
         """Empty the ``.txnindex`` before a rebuild: through its object when one was made, else by name, and only
@@ -865,16 +893,32 @@ class LogSegment:
         """The walk of :meth:`rebuild_indexes` over the ``.log``, reading only (the index entries stay in the scan):
         iterating it raises what ends recovery, :class:`LogSegmentOffsetOverflowError` at a real overflow. The index
         sizes bound the entries it accepts. O(1); O(size) to iterate."""
+        log = self.log
+        return self._scan(
+            log.read, log.size_in_bytes, str(log.path), next_segment_base, offset_index_size, time_index_size
+        )
+
+    def _scan(
+        self,
+        read: Callable[[int, int], bytes],
+        size: int,
+        path: str,
+        next_segment_base: int | None,
+        offset_index_size: int,
+        time_index_size: int,
+    ) -> RecoveryScan:
+        """:meth:`recovery_scan` over the ``size`` bytes ``read(position, size)`` gives, errors naming ``path``.
+        O(1)."""
         return RecoveryScan(
-            self.log.read,
-            self.size,
+            read,
+            size,
             self.base_offset,
             next_segment_base,
             self.index_interval_bytes,
             offset_index_size // OffsetIndex.entry_size,
             time_index_size // TimeIndex.entry_size,
             self.check_continues,
-            path=str(self.log.path),
+            path=path,
         )
 
     def check_continues(
