@@ -60,7 +60,7 @@ from segments._native.append import (
     scan_append,
 )
 from segments.compression import CompressionType
-from segments.errors import CorruptRecordError
+from segments.errors import CorruptRecordError, SegmentClosedError
 from segments.file_records import FileBatch, iter_batches, open_no_follow
 from segments.java_numbers import INT64_MAX
 from segments.key_index import key_index_file
@@ -111,6 +111,13 @@ class Isolation(enum.Enum):
     LOG_END = "log_end"
     READ_UNCOMMITTED = "read_uncommitted"
     READ_COMMITTED = "read_committed"
+
+
+# The members as module globals for every read's comparisons: an Enum class attribute goes through
+# EnumType.__getattr__ (Python 3.11), ten times a global's cost.
+_LOG_END = Isolation.LOG_END
+_READ_UNCOMMITTED = Isolation.READ_UNCOMMITTED
+_READ_COMMITTED = Isolation.READ_COMMITTED
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -879,9 +886,9 @@ class Log:
             self._ensure_online()
         end = self._end
         log_end = end[0]
-        if isolation is Isolation.LOG_END:
+        if isolation is _LOG_END:
             bound = log_end
-        elif isolation is Isolation.READ_UNCOMMITTED:
+        elif isolation is _READ_UNCOMMITTED:
             # A standalone log's high watermark is its log end (the property's answer, without its calls).
             if self._high_watermark_provider is None and self._high_watermark is None:
                 bound = log_end
@@ -897,29 +904,35 @@ class Log:
             )
         if start_offset >= bound:
             return self._empty_fetch(start_offset, isolation)
-        segment = self.segments.floor_segment(start_offset)
+        segments = self.segments
+        segment = segments.floor_segment(start_offset)
         readers = self.readers
         while segment is not None:
             held = segment
             if not readers.acquire(held):
                 # Being closed after its deletion: retry from the current start.
-                segment = self.segments.floor_segment(max(start_offset, self._log_start_offset))
+                segment = segments.floor_segment(max(start_offset, self._log_start_offset))
                 continue
             try:
-                if segment.log.closed:
-                    # Deleted (and closed) between lookup and hold: retry from the current start.
-                    segment = self.segments.floor_segment(max(start_offset, self._log_start_offset))
+                try:
+                    if bound >= log_end and segment.base_offset == end[1]:
+                        # The active segment up to the published end: _position_of's common answer, without the
+                        # call.
+                        max_position = end[2]
+                    else:
+                        max_position = self._position_of(segment, bound, end)
+                    fetch = segment.read(
+                        start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message
+                    )
+                except SegmentClosedError:
+                    # Deleted (and closed) between lookup and hold: retry from the current start. The hold keeps
+                    # a segment from being closed once taken, so its reads raise this before touching any file.
+                    segment = segments.floor_segment(max(start_offset, self._log_start_offset))
                     continue
-                if bound >= log_end and segment.base_offset == end[1]:
-                    # The active segment up to the published end: _position_of's common answer, without the call.
-                    max_position = end[2]
-                else:
-                    max_position = self._position_of(segment, bound, end)
-                fetch = segment.read(start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message)
                 if fetch is not None:
                     data = fetch.records
                     aborted = None
-                    if isolation is Isolation.READ_COMMITTED:
+                    if isolation is _READ_COMMITTED:
                         aborted = self._collect_aborted(segment, start_offset, fetch.position, fetch.size)
                         if self._log_start_offset > start_offset:
                             # Retention removed this segment and later ones while we read: the .txnindex
@@ -950,7 +963,7 @@ class Log:
 
     @staticmethod
     def _empty_fetch(start_offset: int, isolation: Isolation) -> FetchDataInfo:
-        return FetchDataInfo(start_offset, b"", -1, -1, () if isolation is Isolation.READ_COMMITTED else None)
+        return FetchDataInfo(start_offset, b"", -1, -1, () if isolation is _READ_COMMITTED else None)
 
     def _position_of(self, segment: LogSegment, bound: int, end: tuple[int, int, int]) -> int:
         """Byte position in ``segment`` where batches at or beyond ``bound`` begin, given the published ``end``
@@ -960,6 +973,9 @@ class Log:
             return 0
         if bound >= log_end:
             return end_position if segment.base_offset == end_base else segment.size
+        if segment.log.closed:
+            # The translation reads its files: a deleted segment is for the caller to look up again (as its read).
+            raise SegmentClosedError(segment.log_path)
         found = segment.translate_offset(bound)
         if found is None:
             return segment.size

@@ -125,7 +125,10 @@ class LogSegments:
     def floor_segment(self, offset: int) -> LogSegment | None:
         """The segment with the largest base offset ``<= offset`` (the one holding ``offset``). O(log n); O(n) for
         the first lookup after a structural change."""
-        snapshot = self._snapshot()
+        snapshot = self._floor_snapshot
+        if snapshot is None:
+            # Every read's lookup: the rebuild's call only after a structural change.
+            snapshot = self._snapshot()
         index = bisect_right(snapshot[0], offset)
         return snapshot[1][index - 1] if index else None
 

@@ -117,3 +117,12 @@ class InvalidTopicError(StorageFormatError):
 class InvalidPartitionDirError(StorageFormatError):
     """A directory name that is not ``<topic>-<partition>`` (optionally with a ``.uuid-delete|future|stray``
     suffix)."""
+
+
+class SegmentClosedError(Exception):
+    """A read of a segment whose files were closed for good (it was deleted): not an I/O failure of its dir. A
+    reader that looked the segment up before its deletion looks it up again."""
+
+    def __init__(self, path: str | PathLike[str]) -> None:
+        super().__init__(f"{path}: segment closed (deleted)")
+        self.path = path

@@ -44,6 +44,7 @@ from segments.errors import (
     IndexOffsetOverflowError,
     InvalidOffsetError,
     LogSegmentOffsetOverflowError,
+    SegmentClosedError,
     StorageFormatError,
 )
 from segments.file_records import (
@@ -667,15 +668,26 @@ class LogSegment:
         """The byte range to serve a fetch from ``start_offset`` and its bytes (``records``): whole batches from
         the one holding the offset, at most ``max_size`` bytes (at least the first batch when
         ``min_one_message``) and never past ``max_position`` (default: the segment size). ``None`` when the
-        offset is past this segment. O(log n + bytes scanned + bytes read)."""
+        offset is past this segment. Raises :class:`SegmentClosedError` once the segment is closed for good (a
+        deleted segment: its readers look again), before touching any of its files. O(log n + bytes scanned +
+        bytes read)."""
         if max_size < 0:
-            raise ValueError(f"invalid max size {max_size} for a read from {self.log.path}")
-        index = self.offset_index
-        log = self.log
-        # Every fetch's path, so one compiled call (index search, header hop, bounds, read) on the collaborators'
-        # state: the descriptor and size snapshot of the .log, the index map and its entry count.
+            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
+        # Every fetch's path: the files' objects are read as plain attributes once made (the properties' fallbacks
+        # make them, and reopen released ones), then one compiled call (index search, header hop, bounds, read) on
+        # their state: the descriptor and size snapshot of the .log, the index map and its entry count.
+        log = self._log
+        if log is None:
+            log = self.log
+        fd = log._descriptor()
+        if fd < 0:
+            raise SegmentClosedError(log._path_name)
+        lazy = self._offset_index
+        index = None if lazy is None else lazy._index
+        if index is None:
+            index = self.offset_index
         return fetch_slice(
-            log._descriptor(), log._size, log._path_name, index._mm, index._entries, index._path, self.base_offset,
+            fd, log._size, log._path_name, index._mm, index._entries, index._path, self.base_offset,
             index._WARM_ENTRIES, start_offset, max_position, max_size, min_one_message,
         )
 

@@ -1287,6 +1287,45 @@ def test_read_skips_a_segment_closed_between_lookup_and_hold(pdir: Path, clock: 
         log.segments.remove(0)
 
 
+def _deleting_on_first_hold(log: Log, readers: SegmentReaders, log_start: int) -> list[LogSegment]:
+    """Make the first hold a read takes delete (and close) the segment it looked up, as a retention deletion
+    running between the reader's lookup and its hold would: the hook runs just before the hold is taken."""
+    take = readers.acquire
+    deleted: list[LogSegment] = []
+
+    def acquire(segment: LogSegment) -> bool:
+        if not deleted:
+            deleted.append(segment)
+            log.delete_records_before(log_start)
+            log.delete_old_segments()
+            log.deleter.run_due(everything=True)
+            assert segment.log.closed
+        return take(segment)
+
+    readers.acquire = acquire
+    return deleted
+
+
+def test_read_retries_a_segment_deleted_between_lookup_and_hold(pdir: Path, clock: ManualClock) -> None:
+    readers = SegmentReaders()
+    log = _three_segment_log(pdir, clock, readers=readers, file_delete_delay_ms=0)
+    deleted = _deleting_on_first_hold(log, readers, 3)
+    assert [o for o, _ in records_of(log.read(1, 1 << 20))] == [3, 4, 5]
+    assert [s.base_offset for s in deleted] == [0] and not log.is_offline
+
+
+def test_a_bounded_read_retries_a_segment_deleted_between_lookup_and_hold(pdir: Path, clock: ManualClock) -> None:
+    """A read bounded inside a segment (high watermark below the log end) translates the bound in it before
+    reading: for a segment closed between lookup and hold that translation is retried like its read, not an
+    EBADF taking the dir offline (fails so without the closed check in ``Log._position_of``)."""
+    readers = SegmentReaders()
+    log = _three_segment_log(pdir, clock, readers=readers, file_delete_delay_ms=0)
+    log.high_watermark = 5
+    deleted = _deleting_on_first_hold(log, readers, 3)
+    assert [o for o, _ in records_of(log.read(1, 1 << 20))] == [3, 4]
+    assert [s.base_offset for s in deleted] == [0] and not log.is_offline
+
+
 def test_offset_for_timestamp_skips_a_segment_unlinked_under_it(pdir: Path, clock: ManualClock) -> None:
     """Regression (offset_for_timestamp asked largest_timestamp() before holding the segment; for a segment without
     record timestamps that stats the file by name): a segment deleted since the lookup raised FileNotFoundError."""

@@ -11,7 +11,7 @@ import pytest
 from logmgr.reindex import reindex
 from logmgr.verify import verify_paths
 from segments.compression import CompressionType
-from segments.errors import CorruptRecordError, IndexFullError, IndexOffsetOverflowError
+from segments.errors import CorruptRecordError, IndexFullError, IndexOffsetOverflowError, SegmentClosedError
 from segments.log_segment import LogSegment
 from segments.records import (
     ControlRecordType,
@@ -226,6 +226,39 @@ def test_truncate_to(tmp_path: Path) -> None:
     assert segment.truncate_to(0) == positions[4]
     assert segment.size == 0
     segment.close()
+
+
+def test_read_reopens_a_released_segment_and_follows_a_rename(tmp_path: Path) -> None:
+    """read() takes the ``.log`` and index objects as plain attributes once made: a released segment (files
+    closed, objects back to unopened) must reopen them, and a renamed one read at its new names."""
+    segment = LogSegment.open(tmp_path, 0, create=True, index_interval_bytes=500)
+    _fill(segment, 20)
+    expected = segment.read(37, 1, min_one_message=True)
+    assert expected is not None
+    segment.release()
+    assert segment.open_files == ()
+    assert segment.read(37, 1, min_one_message=True) == expected
+    assert set(segment.open_files) >= {"log", "index"}
+    segment.rename_to_deleted()
+    segment.release()
+    renamed = segment.read(37, 1, min_one_message=True)
+    assert renamed is not None and renamed.records == expected.records
+    assert renamed.path == str(segment.log_path) and renamed.path.endswith(".log.deleted")
+    segment.close()
+
+
+def test_read_of_a_closed_segment_raises_segment_closed_error(tmp_path: Path) -> None:
+    """A deleted segment's read (its files unlinked and closed, as the last reader's release leaves them) is a
+    typed SegmentClosedError the log's reader retries on, never an I/O error (EBADF) that would take the dir
+    offline, and it opens nothing again."""
+    segment = LogSegment.open(tmp_path, 0, create=True, index_interval_bytes=500)
+    _fill(segment, 20)
+    segment.rename_to_deleted()
+    segment.discard_indexes()
+    segment.log.close()
+    with pytest.raises(SegmentClosedError, match=r"00000000000000000000\.log\.deleted"):
+        segment.read(37, 1, min_one_message=True)
+    assert segment.open_files == ()
 
 
 def test_rename_to_deleted_and_delete(tmp_path: Path) -> None:
