@@ -775,23 +775,7 @@ cdef bytes _read_range(int fd, Py_ssize_t position, Py_ssize_t size, path):
     """Bytes ``[position, position + size)`` of the open file ``fd`` (short only when the file shrank under the
     read), GIL released over the ``pread``; a failure raises ``OSError`` naming ``path`` and the range, as
     :meth:`segments.file_records.FileRecords.read` does. O(size)."""
-    cdef bytes data
-    cdef uint8_t *buf
-    cdef Py_ssize_t got = 0
-    cdef int err
-    if size <= 0:
-        return b""
-    data = PyBytes_FromStringAndSize(NULL, size)
-    buf = <uint8_t *>PyBytes_AS_STRING(data)
-    with nogil:
-        err = _pread_full(fd, buf, size, position, &got)
-    if err != 0:
-        raise OSError(
-            err,
-            f"{os.strerror(err)} (read of {size} bytes at position {position})",
-            None if path is None else os.fspath(path),
-        )
-    return data if got == size else data[:got]
+    return _fetch_records(fd, b"", position, position, size, path)
 
 
 cdef int64_t _clamped(object value):
