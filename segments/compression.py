@@ -521,7 +521,6 @@ def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) ->
     block_checksums = bool(flg & _LZ4_FLG_BLOCK_CHECKSUM)
     blocks: list[tuple[int, int, bool, int]] = []
     """(header position, size, stored, output bound) of every block."""
-    bound = 0
     while True:
         if end - pos < 4:
             raise sink.corrupt("frame ends before its end mark", pos)
@@ -540,7 +539,6 @@ def _lz4_decompress(raw: bytes, sink: _Sink, *, verify_header_checksum: bool) ->
         stored = bool(word & _LZ4_UNCOMPRESSED_BIT)
         block_bound = size if stored else min(block_max, size * _LZ4_MAX_EXPANSION + _LZ4_EXPANSION_SLACK)
         blocks.append((pos, size, stored, block_bound))
-        bound += block_bound
         pos = body + size
         if block_checksums:
             if end - pos < 4:
