@@ -716,9 +716,8 @@ def rebuild_producer_state(
     base offsets of the last two segments and at ``last_offset``."""
     state = log.producer_state
     segments = log.segments
-    to_snapshot = _offsets_to_snapshot(segments, last_offset)
     if state.latest_snapshot_offset() is None and reload_from_clean_shutdown:
-        for offset in sorted(to_snapshot):
+        for offset in sorted(_offsets_to_snapshot(segments, last_offset)):
             state.update_map_end_offset(offset)
             take_snapshot(state)
         return
