@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from segments._native.batches import BatchWalk, FileBatch, locate_batch, register
@@ -42,6 +42,7 @@ __all__ = [
     "open_no_follow",
     "read_at",
     "walk_batches",
+    "write_buffers",
 ]
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -54,10 +55,10 @@ _IOV_MAX = os.sysconf("SC_IOV_MAX")
 """Most buffers one ``pwritev`` takes (Linux: 1024; above it the call fails with ``EINVAL``)."""
 
 
-def _write_rest(fd: int, buffers: tuple[bytes | memoryview, ...], position: int, written: int) -> None:
-    """Write what follows the first ``written`` bytes of ``buffers`` at ``position + written``: after a short
-    ``pwritev``, or all of them (``written`` 0) when there are more than ``IOV_MAX``, in calls of at most
-    ``IOV_MAX`` buffers. O(total length)."""
+def write_buffers(fd: int, buffers: Sequence[bytes | memoryview], position: int, written: int = 0) -> None:
+    """Write the bytes of ``buffers`` in order at ``position`` of the open file ``fd``, whole, in ``pwritev`` calls
+    of at most ``IOV_MAX`` buffers, continuing after short writes; the first ``written`` bytes are there already
+    (what a short ``pwritev`` wrote). O(total length)."""
     pending = list(buffers)
     first = 0
     offset = position + written
@@ -301,7 +302,7 @@ class FileRecords:
             # Every append's path: one call for all buffers; the rest only after a short write or past IOV_MAX.
             written = os.pwritev(fd, buffers, position) if len(buffers) <= _IOV_MAX else 0
             if written < length:
-                _write_rest(fd, buffers, position, written)
+                write_buffers(fd, buffers, position, written)
         except OSError as err:
             raise self._located(err, f"append of {length} bytes at position {position}") from err
         self._size = position + length

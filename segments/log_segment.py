@@ -55,6 +55,7 @@ from segments.file_records import (
     located_error,
     open_no_follow,
     read_at,
+    write_buffers,
 )
 from segments.lazy_index import LazyIndex
 from segments.naming import (
@@ -174,13 +175,10 @@ def _write_index_file(path: str, entries: bytes) -> None:
         except OSError as err:
             raise located_error(err, path, f"read of {length + 1} bytes") from err
         if current[:length] != entries:
-            view = memoryview(entries)
-            written = 0
-            while written < length:
-                try:
-                    written += os.pwrite(fd, view[written:], written)
-                except OSError as err:
-                    raise located_error(err, path, f"write of {length} bytes") from err
+            try:
+                write_buffers(fd, (entries,), 0)
+            except OSError as err:
+                raise located_error(err, path, f"write of {length} bytes") from err
         if len(current) > length:
             try:
                 os.ftruncate(fd, length)
