@@ -8,6 +8,12 @@ default size). The peer writes the very same ``bytes`` objects with one ``os.wri
 same directory. Neither fsyncs per append; each pass then ends with one fsync (``Log.flush()`` / ``os.fsync``),
 timed separately, so the table has a row with and without it.
 
+Two floors show what any append that checks its input before writing it can reach in the same run, with no
+bookkeeping at all: ``os.write`` after the ``crc32c`` package's CRC-32C of the batch's CRC range (reading each byte
+once more: the least a checked append does), and ``os.write`` after the compiled validation the append runs (the
+CRC, the header rules and the framing of every record, as Kafka's LogValidator iterates the records of an
+uncompressed batch).
+
 Records: ``--record-batches`` calls (default 500, 50 with ``--quick``) of ``Log.append_records`` with 1000 records
 each (10-byte keys, 100-byte log-like values, increasing timestamps, no headers), no fsync. The ceiling is the
 format layer's encode of the same records, ``build_batch``, timed in the same run; a second reference row adds
@@ -44,10 +50,12 @@ from _common import (
     stamped_batch,
     table,
 )
+from crc32c import crc32c
 
 from logmgr.config import LogConfig
 from logmgr.log import Log
 from logmgr.log_loader import load_log
+from segments._native.append import scan_append
 from segments.records import DefaultRecordBatch, SimpleRecord, build_batch
 
 DEFAULT_APPEND_MIB = 512
@@ -55,6 +63,7 @@ QUICK_APPEND_MIB = 64
 DEFAULT_RECORD_BATCHES = 500
 QUICK_RECORD_BATCHES = 50
 PARTITION = "bench-0"
+CRC_RANGE_START = 21  # a v2 batch's CRC covers its bytes from the attributes on
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -121,6 +130,28 @@ def write_raw(scratch: Path, batches: Sequence[bytes]) -> tuple[float, float, in
         os.close(fd)
 
 
+def write_checked(scratch: Path, batches: Sequence[bytes], validate: bool) -> float:
+    """``os.write`` every batch to a new file right after checking it: the compiled validation of the append
+    (``validate``) or the ``crc32c`` package's CRC of its CRC range; returns the seconds (no fsync). O(size)."""
+    path = fresh_dir(scratch) / "checked.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write = os.write
+        max_message_bytes = LogConfig().max_message_bytes
+        started = time.perf_counter()
+        if validate:
+            for batch in batches:
+                scan_append(batch, max_message_bytes, True)
+                write(fd, batch)
+        else:
+            for batch in batches:
+                crc32c(memoryview(batch)[CRC_RANGE_START:])
+                write(fd, batch)
+        return time.perf_counter() - started
+    finally:
+        os.close(fd)
+
+
 def append_records(scratch: Path, calls: Sequence[Sequence[SimpleRecord]]) -> tuple[float, int]:
     """One ``append_records`` per list, no fsync; returns (seconds, log end offset). O(records)."""
     log = new_log(scratch)
@@ -155,6 +186,8 @@ class AppendResult:
     batch_size: int
     raw: Timed
     log: Timed
+    crc_write_s: float
+    validate_write_s: float
     record_calls: int
     records_per_call: int
     record_bytes: int
@@ -184,6 +217,8 @@ class AppendResult:
         for name, seconds in (
             ("raw os.write per batch, no fsync", self.raw.write_s),
             ("raw os.write per batch + final fsync", self.raw.with_fsync_s),
+            ("floor: crc32c package then os.write per batch", self.crc_write_s),
+            ("floor: compiled validation then os.write per batch", self.validate_write_s),
             ("Log.append_as_leader per batch, no fsync", self.log.write_s),
             ("Log.append_as_leader per batch + final Log.flush()", self.log.with_fsync_s),
         ):
@@ -222,7 +257,9 @@ class AppendResult:
                 table(["pass", "seconds", "MB/s", "batches/s", "us / batch", "x raw write"], batch_rows),
                 "",
                 f"ratio Log.append_as_leader / raw os.write (no fsync) = {self.ratio_log_to_raw:.3f}; "
-                f"log overhead {overhead_us:,.1f} us per batch",
+                f"log overhead {overhead_us:,.1f} us per batch; the floors reach "
+                f"{self.raw.write_s / self.crc_write_s:.3f} (CRC) and {self.raw.write_s / self.validate_write_s:.3f} "
+                "(validation)",
                 "",
                 f"records: {self.record_calls:,} calls x {self.records_per_call:,} records (10-byte keys, "
                 f"100-byte values) = {self.records:,} records, {self.record_bytes / 1e6:,.1f} MB as batches; "
@@ -262,11 +299,14 @@ def measure(append_mib: int, calls: int, runs: int, scratch: Path) -> AppendResu
     size = count * batch_size
     expected_end = count * SEGMENT_RECORDS_PER_BATCH
     raw_best = log_best = Timed(float("inf"), float("inf"))
+    crc_write_s = validate_write_s = float("inf")
     for _ in range(runs):
         write_s, fsync_s, written = write_raw(scratch, batches)
         if written != size:
             raise AssertionError(f"raw write wrote {written} bytes, expected {size}")
         raw_best = Timed(min(raw_best.write_s, write_s), min(raw_best.with_fsync_s, write_s + fsync_s))
+        crc_write_s = min(crc_write_s, write_checked(scratch, batches, validate=False))
+        validate_write_s = min(validate_write_s, write_checked(scratch, batches, validate=True))
         append_s, flush_s, end = append_batches(scratch, batches)
         if end != expected_end:
             raise AssertionError(f"log end offset {end} after appending, expected {expected_end}")
@@ -293,6 +333,8 @@ def measure(append_mib: int, calls: int, runs: int, scratch: Path) -> AppendResu
         batch_size,
         raw_best,
         log_best,
+        crc_write_s,
+        validate_write_s,
         calls,
         per_call,
         record_bytes,
