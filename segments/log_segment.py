@@ -218,7 +218,10 @@ class LogSegment:
     _closed = False
     rolling_based_timestamp: int | None = None
     _bytes_since_last_index_entry = 0
-    _max_timestamp_and_offset: TimestampOffset | None = None
+    _max_timestamp: int | None = None
+    """The largest batch max timestamp appended (-1: none), None until known (see :meth:`_max_timestamp_so_far`);
+    with :attr:`_offset_of_max_timestamp`, two plain ints: every append may move them."""
+    _offset_of_max_timestamp = -1
 
     def __init__(
         self,
@@ -514,9 +517,11 @@ class LogSegment:
 
     def _max_timestamp_so_far(self) -> TimestampOffset:
         # After a restart the max timestamp comes from the last time-index entry, as in Kafka.
-        if self._max_timestamp_and_offset is None:
-            self._max_timestamp_and_offset = self.time_index.last_entry
-        return self._max_timestamp_and_offset
+        timestamp = self._max_timestamp
+        if timestamp is None:
+            timestamp, self._offset_of_max_timestamp = self.time_index.last_entry
+            self._max_timestamp = timestamp
+        return TimestampOffset(timestamp, self._offset_of_max_timestamp)
 
     @property
     def max_timestamp_so_far(self) -> int:
@@ -527,8 +532,7 @@ class LogSegment:
     def known_max_timestamp(self) -> int | None:
         """:attr:`max_timestamp_so_far` when it is known without reading the time index (after an append, a
         recovery or a first read of it), else None. Never does I/O: safe on a segment nobody holds. O(1)."""
-        known = self._max_timestamp_and_offset
-        return None if known is None else known.timestamp
+        return self._max_timestamp
 
     @property
     def shallow_offset_of_max_timestamp_so_far(self) -> int:
@@ -553,7 +557,7 @@ class LogSegment:
         roll's entry). One call per append. O(1) after the first call on a reopened segment (which reads the
         first batch header)."""
         log = self._log
-        size = log.size_in_bytes if log is not None else self.size
+        size = log._size if log is not None else self.size
         if size > segment_bytes - incoming_bytes or last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             return True
         if size > 0:
@@ -566,9 +570,11 @@ class LogSegment:
             if waited > roll_ms - self.roll_jitter_ms:
                 return True
         offset_lazy, time_lazy = self._offset_index, self._time_index
+        offset_index = None if offset_lazy is None else offset_lazy._index
+        time_index = None if time_lazy is None else time_lazy._index
         return indexes_full(
-            (offset_lazy if offset_lazy is not None else self._lazy_offset_index()).get(),
-            (time_lazy if time_lazy is not None else self._lazy_time_index()).get(),
+            self.offset_index if offset_index is None else offset_index,
+            self.time_index if time_index is None else time_index,
         )
 
     # -- writing ----------------------------------------------------------------------------------------------
@@ -613,20 +619,24 @@ class LogSegment:
         if log is None:
             log = self.log
         position = log.append(*buffers)
-        length = log.size_in_bytes - position
+        length = log._size - position
         if position == 0:
             self.rolling_based_timestamp = largest_timestamp
-        most = self._max_timestamp_and_offset
+        most = self._max_timestamp
         if most is None:
-            most = self._max_timestamp_so_far()
-        if largest_timestamp > most.timestamp:
-            most = self._max_timestamp_and_offset = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
+            most = self._max_timestamp_so_far().timestamp
+        if largest_timestamp > most:
+            most = self._max_timestamp = largest_timestamp
+            self._offset_of_max_timestamp = shallow_offset_of_max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            # The opened indexes as plain attributes (the properties open them on first use).
             offset_lazy, time_lazy = self._offset_index, self._time_index
+            offset_index = None if offset_lazy is None else offset_lazy._index
+            time_index = None if time_lazy is None else time_lazy._index
             append_segment_entries(
-                (offset_lazy if offset_lazy is not None else self._lazy_offset_index()).get(),
-                (time_lazy if time_lazy is not None else self._lazy_time_index()).get(),
-                largest_offset, position, most.timestamp, most.offset,
+                self.offset_index if offset_index is None else offset_index,
+                self.time_index if time_index is None else time_index,
+                largest_offset, position, most, self._offset_of_max_timestamp,
             )
             self._bytes_since_last_index_entry = length
         else:
@@ -837,7 +847,7 @@ class LogSegment:
                 time_index.maybe_append(timestamp, timestamp_offset)
         except (CorruptRecordError, InvalidOffsetError) as err:
             error = err if err.path is not None else err.at(self.log.path, position_base=scan.valid_bytes)
-        self._max_timestamp_and_offset = TimestampOffset(scan.max_timestamp, scan.offset_of_max_timestamp)
+        self._max_timestamp, self._offset_of_max_timestamp = scan.max_timestamp, scan.offset_of_max_timestamp
         self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry
         return RecoveryResult(scan.valid_bytes, size - scan.valid_bytes, scan.batches, error)
 
@@ -986,7 +996,7 @@ class LogSegment:
         # Kafka re-reads the max only if one was known; it comes from the last time-index entry left plus a scan
         # of the batches after it (the time index may have lost every entry to the truncation).
         if self.max_timestamp_so_far >= 0:
-            self._max_timestamp_and_offset = self.read_largest_timestamp()
+            self._max_timestamp, self._offset_of_max_timestamp = self.read_largest_timestamp()
         return removed
 
     def read_largest_timestamp(self) -> TimestampOffset:
@@ -1032,12 +1042,10 @@ class LogSegment:
             time_index is not None
             and time_index.is_loaded
             and self.time_index.writable
-            and self._max_timestamp_and_offset is not None
-            and self._max_timestamp_and_offset != _UNKNOWN
+            and self._max_timestamp is not None
+            and (self._max_timestamp, self._offset_of_max_timestamp) != _UNKNOWN
         ):
-            self.time_index.maybe_append(
-                self._max_timestamp_and_offset.timestamp, self._max_timestamp_and_offset.offset, skip_full_check=True
-            )
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
         for lazy in (self._offset_index, time_index):
             if lazy is not None:
                 lazy.close()
