@@ -46,7 +46,7 @@ from logmgr.errors import (
 from logmgr.group_commit import GroupCommitService
 from logmgr.leader_epoch_cache import LeaderEpochCache
 from logmgr.log_segments import LogSegments
-from logmgr.producer_state import AppendOrigin, ProducerStateManager
+from logmgr.producer_state import AppendOrigin, EndedTxn, ProducerAppendInfo, ProducerStateManager
 from logmgr.retention import LogSnapshot, RetentionPlan, RetentionSettings, SegmentInfo, plan_retention
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
 from segments._native.append import (
@@ -618,17 +618,21 @@ class Log:
 
     def _append_unguarded(self, records: bytes, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
         # Validation (CRC and framing, O(size)) runs before the writer lock, as Kafka's analyzeAndValidateRecords,
-        # on the config read once for the whole append.
-        config, bounded, roll_ms, stamp_append_time, compact = self._append_facts()
+        # on the config read once for the whole append (_append_facts's check, written out).
+        facts = self._facts
+        if facts is None or facts[0] is not self.config:
+            facts = self._append_facts()
+        config, bounded, roll_ms, stamp_append_time, compact = facts
         scan = scan_append(records, config.max_message_bytes, leader)
         if scan.failure != SCAN_OK or scan.compressed_batches or scan.legacy_batches:
             self._validate(records, scan, config.max_message_bytes)
         if leader and compact:
             self._refuse_null_keys(records, scan)
         with self._lock:
-            if self._closed or self._offline_error is not None or self.dir_state.offline:
+            dir_state = self.dir_state
+            if self._closed or self._offline_error is not None or dir_state.offline:
                 self._ensure_online()
-            if self.dir_state.full:
+            if dir_state.full:
                 raise LogDirFullError(
                     f"{self.topic_partition}: log dir {self.dir.parent} is above its disk usage limit; appends are "
                     "refused until cleanup frees space"
@@ -657,9 +661,10 @@ class Log:
                 )
             # Producer state is checked before anything is written (duplicates, sequences, epochs), on the batches
             # as given with the offsets (and append time) the leader stamped in their headers.
-            infos = []
-            completed = []
+            infos: Sequence[ProducerAppendInfo] = ()
+            completed: Sequence[EndedTxn] = ()
             if scan.producer_batches:
+                infos, completed = [], []
                 view = memoryview(records)
                 append_time = None if not leader or stamp_append_time is None else now
                 for start, end, base_offset in scan.producer_spans():
@@ -695,9 +700,9 @@ class Log:
             except OSError as err:
                 raise self._io_failure("roll check", err) from err
             # The segment's facts start from "no timestamp" (-1), as its own walk of the batches would.
-            segment_timestamp, segment_offset_of_max = (
-                (max_timestamp, offset_of_max_timestamp) if max_timestamp > NO_TIMESTAMP else (NO_TIMESTAMP, -1)
-            )
+            segment_timestamp, segment_offset_of_max = max_timestamp, offset_of_max_timestamp
+            if max_timestamp <= NO_TIMESTAMP:
+                segment_timestamp, segment_offset_of_max = NO_TIMESTAMP, -1
             try:
                 position = segment.append_batches(
                     scan.buffers(), scan.largest_offset, segment_timestamp, segment_offset_of_max
