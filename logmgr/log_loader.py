@@ -511,6 +511,8 @@ class _LoadContext:
         self.stats = stats
         self.log_start_offset = log_start_offset
         self.take_snapshot = take_snapshot
+        # The latest recovered segment and the next offset its recovery found (None: not known, read it).
+        self._recovered: tuple[LogSegment, int | None] | None = None
 
     def recover_from(self, recovery_point: int) -> None:
         """Step 3: recover every segment from the one holding ``recovery_point``; the first truncation (or a
@@ -530,8 +532,13 @@ class _LoadContext:
                 break
 
     def next_offset_of(self, segment: LogSegment) -> int:
-        """The segment's next offset; a segment whose offset index points before its log (a damaged entry with a
-        negative position) is recovered first, rebuilding the index. O(bytes after the last index entry)."""
+        """The segment's next offset: the one its recovery found when it was the latest segment recovered (nothing
+        has changed it since: no read, no index mapped), else read; a segment whose offset index points before its
+        log (a damaged entry with a negative position) is recovered first, rebuilding the index. O(1) after a
+        recovery, else O(bytes after the last index entry)."""
+        recovered = self._recovered
+        if recovered is not None and recovered[0] is segment and recovered[1] is not None:
+            return recovered[1]
         try:
             return segment.read_next_offset()
         except CorruptIndexError as err:
@@ -562,6 +569,7 @@ class _LoadContext:
                 next_segment_base=None if following is None else following.base_offset,
             )
             truncated = result.truncated_bytes
+            next_offset = result.next_offset
             detail = f"{result.batches} valid batches"
             if result.error is not None:
                 detail += f", stopped at {result.error}"
@@ -571,7 +579,9 @@ class _LoadContext:
             # Kafka truncates a segment it cannot recover to empty (and the caller drops later ones).
             truncated = segment.size
             segment.truncate_to(segment.base_offset)
+            next_offset = segment.base_offset
             detail = f"could not be recovered ({err}); truncated to empty"
+        self._recovered = (segment, next_offset)
         self.take_snapshot(self.producer_state)
         if segment is not self.segments.last_segment():
             # Recovery opened its files; nobody reads the log yet, so let inactive segments reopen them lazily.

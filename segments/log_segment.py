@@ -105,13 +105,16 @@ class LogOffsetPosition:
 
 @dataclass(frozen=True, slots=True)
 class RecoveryResult:
-    """What a recovery or index rebuild found: bytes of valid batches, bytes cut, and the error that ended the
-    scan (``None`` when the whole file was valid or ended in a partial batch)."""
+    """What a recovery or index rebuild found: bytes of valid batches, bytes cut, the error that ended the
+    scan (``None`` when the whole file was valid or ended in a partial batch), and the offset after the last valid
+    batch (the base offset when there is none: :meth:`LogSegment.read_next_offset` once recovered) when the scan
+    ended without one (``None`` otherwise)."""
 
     valid_bytes: int
     truncated_bytes: int
     batches: int
     error: StorageFormatError | None
+    next_offset: int | None = None
 
 
 BatchObserver = Callable[[RecordBatch], None]
@@ -839,7 +842,10 @@ class LogSegment:
             error = err if err.path is not None else err.at(self.log.path, position_base=scan.valid_bytes)
         self._max_timestamp_and_offset = TimestampOffset(scan.max_timestamp, scan.offset_of_max_timestamp)
         self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry
-        return RecoveryResult(scan.valid_bytes, size - scan.valid_bytes, scan.batches, error)
+        # After an error (in the scan or in the handling of a batch it yielded) or a refused index entry the
+        # scan's position may be past the batch it stopped at: no next offset then (the caller reads it).
+        next_offset = scan.next_offset if error is None and scan.rejected_entry is None else None
+        return RecoveryResult(scan.valid_bytes, size - scan.valid_bytes, scan.batches, error, next_offset)
 
     def _learn_size(self, size: int) -> int:
         """Keep ``size``, the ``.log`` length a recovery's ``fstat`` found, as the learned length while no ``.log``
