@@ -223,12 +223,12 @@ def load_log(
 
 def _take_unsynced_snapshot(stats: RecoveryStats, state: ProducerStateManager) -> None:
     """A load's producer snapshot: written without fsync, counted for the load's one sync (see :func:`load_log`)."""
-    if state.take_snapshot(sync=False) is not None:
+    if state.write_snapshot(sync=False) is not None:
         stats.unsynced_snapshots += 1
 
 
 def _take_synced_snapshot(state: ProducerStateManager) -> None:
-    state.take_snapshot(sync=True)
+    state.write_snapshot(sync=True)
 
 
 SnapshotTaker = Callable[[ProducerStateManager], None]
