@@ -251,6 +251,7 @@ def _open_segment(
     listed: bool = False,
     size: int | None = None,
     created_ms: int | None = None,
+    txn_index_listed: bool = True,
 ) -> LogSegment:
     # Kafka draws each segment's roll jitter when the segment object is created, loaded segments included.
     return LogSegment.open(
@@ -260,6 +261,7 @@ def _open_segment(
         listed=listed,
         size=size,
         created_ms=created_ms,
+        txn_index_listed=txn_index_listed,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
         roll_jitter_ms=config.random_segment_jitter(_JITTER_RNG),
@@ -457,12 +459,12 @@ def _open_segments(
             for kind in _SEGMENT_FILE_SUFFIXES:
                 if prefix + kind in links:
                     raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", files[prefix + kind].path)
+        txn_entry = files.get(prefix + TXN_INDEX_SUFFIX)
         segment = _open_segment(
             partition_dir, base, config, seconds, create=False, listed=True, created_ms=created_ms,
-            size=files[name].stat().st_size if base == active_base else None,
+            size=files[name].stat().st_size if base == active_base else None, txn_index_listed=txn_entry is not None,
         )
         txn_corrupt = False
-        txn_entry = files.get(prefix + TXN_INDEX_SUFFIX)
         if txn_entry is not None and txn_entry.stat().st_size >= AbortedTxn.SIZE:
             try:
                 segment.txn_index.sanity_check()
@@ -503,7 +505,7 @@ class _LoadContext:
         log_start_offset: int,
         take_snapshot: SnapshotTaker,
     ) -> None:
-        self.dir = partition_dir
+        self.dir_name = partition_dir.name
         self.config = config
         self.segments = segments
         self.producer_state = producer_state
@@ -591,7 +593,7 @@ class _LoadContext:
         self.stats.actions.append(
             f"recovered segment {segment.base_offset} ({reason}): {detail}, {truncated} bytes truncated"
         )
-        logger.info("%s: recovered segment %d, %d bytes truncated", self.dir.name, segment.base_offset, truncated)
+        logger.info("%s: recovered segment %d, %d bytes truncated", self.dir_name, segment.base_offset, truncated)
         return truncated
 
 

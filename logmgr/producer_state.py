@@ -42,7 +42,12 @@ from logmgr.errors import (
 )
 from segments.errors import CorruptRecordError, CorruptSnapshotError, InvalidOffsetError
 from segments.java_numbers import INT32_MAX
-from segments.naming import DELETED_SUFFIX, SNAPSHOT_SUFFIX, filename_prefix_from_offset, offset_from_file_name
+from segments.naming import (
+    DELETED_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    filename_prefix_from_offset,
+    offset_from_file_name,
+)
 from segments.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -607,7 +612,8 @@ class ProducerStateManager:
     @property
     def ongoing_txns(self) -> dict[int, int]:
         """``{producer_id: first_offset}`` of every open transaction, by ascending first offset. O(k log k)."""
-        return {txn.producer_id: first for first, txn in sorted(self._ongoing.items())}
+        ongoing = self._ongoing
+        return {txn.producer_id: first for first, txn in sorted(ongoing.items())} if ongoing else {}
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         """The producer's live entry, or ``None``. O(1)."""
@@ -711,6 +717,8 @@ class ProducerStateManager:
         self._last_snap_offset = log_start_offset if latest is None else latest
 
     def _remove_unreplicated_below(self, offset: int) -> None:
+        if not self._unreplicated:
+            return
         for first_offset, txn in list(self._unreplicated.items()):
             if txn.last_offset is not None and txn.last_offset < offset:
                 del self._unreplicated[first_offset]
