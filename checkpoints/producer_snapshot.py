@@ -30,6 +30,8 @@ from segments.naming import offset_from_file_name
 PRODUCER_SNAPSHOT_VERSION = 1
 
 _HEADER = struct.Struct(">hIi")
+_VERSION_AND_CRC = struct.Struct(">hI")
+_COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
 _CRC_POSITION = 2
 _COUNT_POSITION = 6
@@ -104,20 +106,23 @@ def parse_producer_snapshot(data: bytes, path: str | PathLike[str] | None = None
 
 def serialize_producer_snapshot(entries: Sequence[ProducerSnapshotEntry]) -> bytes:
     """The exact bytes Kafka writes for ``entries`` (in the given order). O(n)."""
-    body = bytearray(_HEADER.pack(PRODUCER_SNAPSHOT_VERSION, 0, len(entries)))
-    for entry in entries:
-        body += _ENTRY.pack(
-            entry.producer_id,
-            entry.producer_epoch,
-            entry.last_sequence,
-            entry.last_offset,
-            entry.offset_delta,
-            entry.timestamp,
-            entry.coordinator_epoch,
-            entry.current_txn_first_offset,
-        )
-    struct.pack_into(">I", body, _CRC_POSITION, crc32c(memoryview(body)[_CRC_START:]))
-    return bytes(body)
+    # The CRC-covered part (count and entries) in one join, then the version and CRC before it.
+    covered = _COUNT.pack(len(entries)) + b"".join(
+        [
+            _ENTRY.pack(
+                entry.producer_id,
+                entry.producer_epoch,
+                entry.last_sequence,
+                entry.last_offset,
+                entry.offset_delta,
+                entry.timestamp,
+                entry.coordinator_epoch,
+                entry.current_txn_first_offset,
+            )
+            for entry in entries
+        ]
+    )
+    return _VERSION_AND_CRC.pack(PRODUCER_SNAPSHOT_VERSION, crc32c(covered)) + covered
 
 
 def read_producer_snapshot(path: str | PathLike[str]) -> ProducerSnapshot:

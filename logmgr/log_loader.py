@@ -223,12 +223,12 @@ def load_log(
 
 def _take_unsynced_snapshot(stats: RecoveryStats, state: ProducerStateManager) -> None:
     """A load's producer snapshot: written without fsync, counted for the load's one sync (see :func:`load_log`)."""
-    if state.take_snapshot(sync=False) is not None:
+    if state.write_snapshot(sync=False) is not None:
         stats.unsynced_snapshots += 1
 
 
 def _take_synced_snapshot(state: ProducerStateManager) -> None:
-    state.take_snapshot(sync=True)
+    state.write_snapshot(sync=True)
 
 
 SnapshotTaker = Callable[[ProducerStateManager], None]
@@ -251,6 +251,7 @@ def _open_segment(
     listed: bool = False,
     size: int | None = None,
     created_ms: int | None = None,
+    txn_index_listed: bool = True,
 ) -> LogSegment:
     # Kafka draws each segment's roll jitter when the segment object is created, loaded segments included.
     return LogSegment.open(
@@ -260,6 +261,7 @@ def _open_segment(
         listed=listed,
         size=size,
         created_ms=created_ms,
+        txn_index_listed=txn_index_listed,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
         roll_jitter_ms=config.random_segment_jitter(_JITTER_RNG),
@@ -457,12 +459,12 @@ def _open_segments(
             for kind in _SEGMENT_FILE_SUFFIXES:
                 if prefix + kind in links:
                     raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", files[prefix + kind].path)
+        txn_entry = files.get(prefix + TXN_INDEX_SUFFIX)
         segment = _open_segment(
             partition_dir, base, config, seconds, create=False, listed=True, created_ms=created_ms,
-            size=files[name].stat().st_size if base == active_base else None,
+            size=files[name].stat().st_size if base == active_base else None, txn_index_listed=txn_entry is not None,
         )
         txn_corrupt = False
-        txn_entry = files.get(prefix + TXN_INDEX_SUFFIX)
         if txn_entry is not None and txn_entry.stat().st_size >= AbortedTxn.SIZE:
             try:
                 segment.txn_index.sanity_check()
@@ -503,7 +505,7 @@ class _LoadContext:
         log_start_offset: int,
         take_snapshot: SnapshotTaker,
     ) -> None:
-        self.dir = partition_dir
+        self.dir_name = partition_dir.name
         self.config = config
         self.segments = segments
         self.producer_state = producer_state
@@ -511,6 +513,8 @@ class _LoadContext:
         self.stats = stats
         self.log_start_offset = log_start_offset
         self.take_snapshot = take_snapshot
+        # The latest recovered segment and the next offset its recovery found (None: not known, read it).
+        self._recovered: tuple[LogSegment, int | None] | None = None
 
     def recover_from(self, recovery_point: int) -> None:
         """Step 3: recover every segment from the one holding ``recovery_point``; the first truncation (or a
@@ -530,8 +534,13 @@ class _LoadContext:
                 break
 
     def next_offset_of(self, segment: LogSegment) -> int:
-        """The segment's next offset; a segment whose offset index points before its log (a damaged entry with a
-        negative position) is recovered first, rebuilding the index. O(bytes after the last index entry)."""
+        """The segment's next offset: the one its recovery found when it was the latest segment recovered (nothing
+        has changed it since: no read, no index mapped), else read; a segment whose offset index points before its
+        log (a damaged entry with a negative position) is recovered first, rebuilding the index. O(1) after a
+        recovery, else O(bytes after the last index entry)."""
+        recovered = self._recovered
+        if recovered is not None and recovered[0] is segment and recovered[1] is not None:
+            return recovered[1]
         try:
             return segment.read_next_offset()
         except CorruptIndexError as err:
@@ -562,6 +571,7 @@ class _LoadContext:
                 next_segment_base=None if following is None else following.base_offset,
             )
             truncated = result.truncated_bytes
+            next_offset = result.next_offset
             detail = f"{result.batches} valid batches"
             if result.error is not None:
                 detail += f", stopped at {result.error}"
@@ -571,7 +581,9 @@ class _LoadContext:
             # Kafka truncates a segment it cannot recover to empty (and the caller drops later ones).
             truncated = segment.size
             segment.truncate_to(segment.base_offset)
+            next_offset = segment.base_offset
             detail = f"could not be recovered ({err}); truncated to empty"
+        self._recovered = (segment, next_offset)
         self.take_snapshot(self.producer_state)
         if segment is not self.segments.last_segment():
             # Recovery opened its files; nobody reads the log yet, so let inactive segments reopen them lazily.
@@ -581,7 +593,7 @@ class _LoadContext:
         self.stats.actions.append(
             f"recovered segment {segment.base_offset} ({reason}): {detail}, {truncated} bytes truncated"
         )
-        logger.info("%s: recovered segment %d, %d bytes truncated", self.dir.name, segment.base_offset, truncated)
+        logger.info("%s: recovered segment %d, %d bytes truncated", self.dir_name, segment.base_offset, truncated)
         return truncated
 
 

@@ -42,7 +42,12 @@ from logmgr.errors import (
 )
 from segments.errors import CorruptRecordError, CorruptSnapshotError, InvalidOffsetError
 from segments.java_numbers import INT32_MAX
-from segments.naming import DELETED_SUFFIX, SNAPSHOT_SUFFIX, offset_from_file_name, producer_snapshot_file
+from segments.naming import (
+    DELETED_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    filename_prefix_from_offset,
+    offset_from_file_name,
+)
 from segments.records import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -570,6 +575,8 @@ class ProducerStateManager:
                 "producer.id.expiration.ms", f"must be at least 1, got {producer_id_expiration_ms}"
             )
         self._dir = Path(partition_dir)
+        # The snapshot writes of a load (one per recovered segment) name their files from this string, no Path.
+        self._dir_name = os.fspath(self._dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._clock: Clock = SystemClock() if clock is None else clock
         self._producers: dict[int, ProducerStateEntry] = {}
@@ -605,7 +612,8 @@ class ProducerStateManager:
     @property
     def ongoing_txns(self) -> dict[int, int]:
         """``{producer_id: first_offset}`` of every open transaction, by ascending first offset. O(k log k)."""
-        return {txn.producer_id: first for first, txn in sorted(self._ongoing.items())}
+        ongoing = self._ongoing
+        return {txn.producer_id: first for first, txn in sorted(ongoing.items())} if ongoing else {}
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         """The producer's live entry, or ``None``. O(1)."""
@@ -709,6 +717,8 @@ class ProducerStateManager:
         self._last_snap_offset = log_start_offset if latest is None else latest
 
     def _remove_unreplicated_below(self, offset: int) -> None:
+        if not self._unreplicated:
+            return
         for first_offset, txn in list(self._unreplicated.items()):
             if txn.last_offset is not None and txn.last_offset < offset:
                 del self._unreplicated[first_offset]
@@ -746,7 +756,10 @@ class ProducerStateManager:
         :meth:`delete_set_aside_snapshots` deletes the rest when the recovery ends. A crash in between leaves them
         where they were, still above the recovery point, so the next recovery sets them aside again.
         """
-        for offset in list(self._snapshots):
+        snapshots = self._snapshots
+        # Two C-level scans decide whether any snapshot goes (a recovery's call per segment: usually none).
+        doomed = bool(snapshots) and (min(snapshots) <= log_start_offset or max(snapshots) > log_end_offset)
+        for offset in list(snapshots) if doomed else ():
             if offset <= log_start_offset:
                 self._remove_and_delete_snapshot(offset)
             elif offset > log_end_offset:
@@ -802,28 +815,38 @@ class ProducerStateManager:
     # -- snapshots ----------------------------------------------------------------------------------------------
 
     def take_snapshot(self, sync: bool = True) -> Path | None:
+        """:meth:`write_snapshot`, returning the snapshot's path (``None`` when nothing was written). O(n log n)
+        for n producers."""
+        name = self.write_snapshot(sync)
+        return None if name is None else self._dir / name
+
+    def write_snapshot(self, sync: bool = True) -> str | None:
         """Write ``<map end offset>.snapshot`` unless the map has not advanced since the last snapshot; return
-        its path, or ``None`` when nothing was written. ``sync=False`` defers the fsyncs (snapshot at roll). A
-        snapshot set aside at that offset (see :meth:`truncate_and_reload`) that holds the same bytes is kept
-        (its path returned: it is the snapshot now, as durable as the old one was).
-        O(n log n) for n producers (entries are written by producer id).
+        its file name, or ``None`` when nothing was written (no ``Path`` made: a recovery writes one per segment).
+        ``sync=False`` defers the fsyncs (snapshot at roll, a load). A snapshot set aside at that offset (see
+        :meth:`truncate_and_reload`) that holds the same bytes is kept (its name returned: it is the snapshot now,
+        as durable as the old one was). O(n log n) for n producers (entries are written by producer id).
         """
-        if self._map_end_offset <= self._last_snap_offset:
+        offset = self._map_end_offset
+        if offset <= self._last_snap_offset:
             return None
-        path = producer_snapshot_file(self._dir, self._map_end_offset)
-        started = self._clock.monotonic_ms()
-        entries = [self._producers[pid].to_snapshot_entry() for pid in sorted(self._producers)]
-        set_aside = self._set_aside.pop(self._map_end_offset, None) is not None
-        write_producer_snapshot(path, entries, sync=sync, keep_if_equal=set_aside)
-        _log.info(
-            "wrote producer snapshot at offset %d with %d producer ids in %d ms",
-            self._map_end_offset,
-            len(entries),
-            self._clock.monotonic_ms() - started,
-        )
-        self._snapshots[self._map_end_offset] = path.name
-        self._last_snap_offset = self._map_end_offset
-        return path
+        name = filename_prefix_from_offset(offset) + SNAPSHOT_SUFFIX
+        logging_info = _log.isEnabledFor(logging.INFO)
+        started = self._clock.monotonic_ms() if logging_info else 0
+        producers = self._producers
+        entries = [producers[pid].to_snapshot_entry() for pid in sorted(producers)] if producers else []
+        set_aside = self._set_aside.pop(offset, None) is not None
+        write_producer_snapshot(f"{self._dir_name}/{name}", entries, sync=sync, keep_if_equal=set_aside)
+        if logging_info:
+            _log.info(
+                "wrote producer snapshot at offset %d with %d producer ids in %d ms",
+                offset,
+                len(entries),
+                self._clock.monotonic_ms() - started,
+            )
+        self._snapshots[offset] = name
+        self._last_snap_offset = offset
+        return name
 
     def snapshot_offsets(self) -> list[int]:
         """Offsets of the snapshots this manager knows, ascending. O(s log s)."""
@@ -845,6 +868,7 @@ class ProducerStateManager:
     def update_partition_dir(self, partition_dir: str | os.PathLike[str]) -> None:
         """Follow a rename of the partition directory (e.g. to its ``-delete`` name). O(1)."""
         self._dir = Path(partition_dir)
+        self._dir_name = os.fspath(self._dir)
 
     def delete_snapshot(self, offset: int) -> bool:
         """Forget the snapshot at ``offset`` and delete its file; return whether a file was deleted. O(1)."""

@@ -105,13 +105,16 @@ class LogOffsetPosition:
 
 @dataclass(frozen=True, slots=True)
 class RecoveryResult:
-    """What a recovery or index rebuild found: bytes of valid batches, bytes cut, and the error that ended the
-    scan (``None`` when the whole file was valid or ended in a partial batch)."""
+    """What a recovery or index rebuild found: bytes of valid batches, bytes cut, the error that ended the
+    scan (``None`` when the whole file was valid or ended in a partial batch), and the offset after the last valid
+    batch (the base offset when there is none: :meth:`LogSegment.read_next_offset` once recovered) when the scan
+    ended without one (``None`` otherwise)."""
 
     valid_bytes: int
     truncated_bytes: int
     batches: int
     error: StorageFormatError | None
+    next_offset: int | None = None
 
 
 BatchObserver = Callable[[RecordBatch], None]
@@ -212,6 +215,9 @@ class LogSegment:
     _txn_index: TransactionIndex | None = None
     _listed_size: int | None = None
     """The ``.log`` length while ``_log`` is None: the listing's, or None until learned (see the class doc)."""
+    _txn_index_unlisted = False
+    """The listing the segment came from had no ``.txnindex`` (only a ``TransactionIndex`` object, made on first
+    use of :attr:`txn_index`, creates one): while there is no object, nothing to empty before a rebuild."""
     _resize_indexes_to: int | None = None
     """The size :meth:`resize_indexes` asked for before the index holders were made: given to them when made."""
     _suffix = ""
@@ -257,6 +263,7 @@ class LogSegment:
         roll_jitter_ms: int,
         clock: Callable[[], float],
         created_ms: int | None = None,
+        txn_index_listed: bool = True,
     ) -> None:
         # What the files are opened from; none of them is created here (see the properties below), and what the
         # class defaults already say is not set again. ``size``: a listed segment's ``.log`` length, if known.
@@ -265,6 +272,8 @@ class LogSegment:
             self._suffix = file_suffix
         if size is not None:
             self._listed_size = size
+        if not txn_index_listed:
+            self._txn_index_unlisted = True
         self._writable = writable
         self._max_index_size = max_index_size
         self.base_offset = base_offset
@@ -292,6 +301,7 @@ class LogSegment:
         listed: bool = False,
         size: int | None = None,
         created_ms: int | None = None,
+        txn_index_listed: bool = True,
     ) -> LogSegment:
         """Open (``create=True``: create) the segment with ``base_offset`` in ``directory``. O(1).
 
@@ -300,6 +310,7 @@ class LogSegment:
         (a log load's segments); ``size`` is then the ``.log`` length the listing's stat found, if it has one (the
         load's active segment), else the length is learned on first use. ``created_ms`` is the segment object's
         creation time (default: ``clock`` now; a load reads its clock once for all its segments).
+        ``txn_index_listed=False``: the listing has no ``.txnindex`` for it, so a recovery opens none to empty it.
 
         A writable segment creates missing index files (preallocated to ``max_index_size``, blocks allocated) when
         it maps them. A read-only segment (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as
@@ -312,11 +323,11 @@ class LogSegment:
         if listed:
             segment._setup(
                 directory, base_offset, file_suffix, size, writable, max_index_size, index_interval_bytes,
-                roll_jitter_ms, clock, created_ms,
+                roll_jitter_ms, clock, created_ms, txn_index_listed,
             )
             return segment
-        if size is not None:
-            raise ValueError(f"a size ({size}) is the listing's: only for a listed segment")
+        if size is not None or not txn_index_listed:
+            raise ValueError("a size and txn_index_listed are the listing's: only for a listed segment")
         log = FileRecords(
             log_file(directory, base_offset, file_suffix),
             writable=writable,
@@ -793,7 +804,9 @@ class LogSegment:
         if not self._writable:
             raise io.UnsupportedOperation(f"{self._directory}: segment {self.base_offset} opened read-only")
         tracker = TransactionTracker() if transactions is None else transactions
-        self._reset_txn_index()
+        # The segment's files by name (a string, no Path) when they have no object yet.
+        stem = f"{os.fspath(self._directory)}/{filename_prefix_from_offset(self.base_offset)}"
+        self._reset_txn_index(stem)
         max_index_size = self._max_index_size
         log = self._log
         fd: int | None = None
@@ -802,7 +815,7 @@ class LogSegment:
         else:
             # No .log object yet (a listed segment, the common case of a load): read the file through a descriptor
             # of its own, closed below; the object (a Path, a later open) is made only for a truncation.
-            log_path = self._file_name(LOG_SUFFIX)
+            log_path = stem + LOG_SUFFIX + self._suffix
             fd = open_no_follow(log_path, os.O_RDONLY)
             read = partial(read_at, fd, log_path)
             try:
@@ -834,7 +847,7 @@ class LogSegment:
             finally:
                 if fd is not None:
                     os.close(fd)
-                self._write_rebuilt_indexes(scan)
+                self._write_rebuilt_indexes(scan, stem)
             rejected = scan.rejected_entry
             if rejected is not None:
                 # An entry the scan refused (a full index, a position beyond 32 bits) is replayed on the indexes at
@@ -849,7 +862,10 @@ class LogSegment:
             error = err if err.path is not None else err.at(self.log.path, position_base=scan.valid_bytes)
         self._max_timestamp, self._offset_of_max_timestamp = scan.max_timestamp, scan.offset_of_max_timestamp
         self._bytes_since_last_index_entry = scan.valid_bytes - scan.last_index_entry
-        return RecoveryResult(scan.valid_bytes, size - scan.valid_bytes, scan.batches, error)
+        # After an error (in the scan or in the handling of a batch it yielded) or a refused index entry the
+        # scan's position may be past the batch it stopped at: no next offset then (the caller reads it).
+        next_offset = scan.next_offset if error is None and scan.rejected_entry is None else None
+        return RecoveryResult(scan.valid_bytes, size - scan.valid_bytes, scan.batches, error, next_offset)
 
     def _learn_size(self, size: int) -> int:
         """Keep ``size``, the ``.log`` length a recovery's ``fstat`` found, as the learned length while no ``.log``
@@ -859,26 +875,26 @@ class LogSegment:
                 self._listed_size = size
         return size
 
-    def _reset_txn_index(self) -> None:
-        """Empty the ``.txnindex`` before a rebuild: through its object when one was made, else by name, and only
-        when the file exists (most segments have none: one failed open, no object). O(1)."""
+    def _reset_txn_index(self, stem: str) -> None:
+        """Empty the ``.txnindex`` before a rebuild: through its object when one was made, else by name
+        (``stem`` + suffixes), and only when the file exists (most segments have none: nothing at all when the
+        listing said so, else one failed open; no object). O(1)."""
         if self._txn_index is not None:
             self._txn_index.reset()
             return
-        path = self._file_name(TXN_INDEX_SUFFIX)
+        if self._txn_index_unlisted:
+            return
+        path = stem + TXN_INDEX_SUFFIX + self._suffix
         try:
             fd = open_no_follow(path, os.O_WRONLY | os.O_TRUNC)
         except FileNotFoundError:
             return
         os.close(fd)
 
-    def _file_name(self, kind_suffix: str) -> str:
-        """The path of this segment's file of ``kind_suffix`` as a string (no ``Path`` made). O(1)."""
-        return f"{os.fspath(self._directory)}/{filename_prefix_from_offset(self.base_offset)}{kind_suffix}{self._suffix}"
-
-    def _write_rebuilt_indexes(self, scan: RecoveryScan) -> None:
+    def _write_rebuilt_indexes(self, scan: RecoveryScan, stem: str) -> None:
         """Write the scan's offset and time index entries (with the final time entry) as the ``.index`` and
-        ``.timeindex`` files, closing index objects opened before (they reopen from the files). O(entries)."""
+        ``.timeindex`` files (named ``stem`` + suffixes when they have no object), closing index objects opened
+        before (they reopen from the files). O(entries)."""
         time_entries = scan.time_entries
         final = self._final_time_entry(scan, time_entries)
         for lazy, kind, entries in (
@@ -886,7 +902,7 @@ class LogSegment:
             (self._time_index, TIME_INDEX_SUFFIX, time_entries + final),
         ):
             if lazy is None:
-                path = self._file_name(kind)
+                path = stem + kind + self._suffix
             else:
                 lazy.unload()
                 path = os.fspath(lazy.path)

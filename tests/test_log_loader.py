@@ -350,6 +350,22 @@ def test_unclean_shutdown_recovers_from_the_recovery_point_segment_on(pdir: Path
     assert read_all(log) == values(range(20))
 
 
+def test_unclean_load_takes_the_log_end_from_the_recovery_and_leaves_the_active_segment_unopened(pdir: Path) -> None:
+    bases = make_log(pdir)
+    log = open_log(pdir, clean=False, recovery_point=0)
+    active = log.segments.active_segment
+    assert log.recovery.recovered_segments == len(bases)
+    assert log.log_end_offset == 20
+    # Its recovery found the log end: no index mapped to read it (Kafka's lazy index, as after a clean load).
+    assert active.open_files == ()
+    assert log.log_end_offset == active.read_next_offset()
+    fill(log, 1, first=20)
+    # The active segment's index is preallocated when first used (the resize the load asked for).
+    active_index = offset_index_file(pdir, log.segments.active_segment.base_offset)
+    assert os.path.getsize(active_index) == CONFIG.segment_index_bytes
+    assert read_all(log) == values(range(21))
+
+
 def test_recovery_point_below_every_segment_recovers_all(pdir: Path) -> None:
     bases = make_log(pdir)
     for path in segment_files(pdir, bases[0]):

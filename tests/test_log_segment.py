@@ -156,9 +156,36 @@ def test_recover_truncates_torn_tail(tmp_path: Path, cut: int) -> None:
     assert result.error is None
     assert segment.size == last_whole
     assert segment.read_next_offset() == positions.index(last_whole) * 5
+    assert result.next_offset == positions.index(last_whole) * 5
     segment._check()
     segment.close()
     assert verify_paths([tmp_path]).ok
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_recover_reports_the_next_offset_it_read_only_when_the_scan_ended_without_error(
+    tmp_path: Path, listed: bool
+) -> None:
+    segment = LogSegment.open(tmp_path, 100, create=True)
+    positions = _fill(segment, 6)
+    segment.close()
+    segment = LogSegment.open(tmp_path, 100, listed=listed)
+    assert segment.recover().next_offset == segment.read_next_offset() == 130
+    segment.close()
+    log = tmp_path / "00000000000000000100.log"
+    data = bytearray(log.read_bytes())
+    data[positions[3] + 70] ^= 0x01
+    log.write_bytes(bytes(data))
+    segment = LogSegment.open(tmp_path, 100, listed=listed)
+    result = segment.recover()
+    # Stopped at a corrupt batch: the caller reads the next offset from the truncated log.
+    assert result.error is not None and result.next_offset is None
+    assert segment.read_next_offset() == 115
+    segment.close()
+    log.write_bytes(b"")
+    segment = LogSegment.open(tmp_path, 100, listed=listed)
+    assert segment.recover().next_offset == segment.read_next_offset() == 100
+    segment.close()
 
 
 def test_recover_stops_at_first_corrupt_batch(tmp_path: Path) -> None:

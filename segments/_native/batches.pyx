@@ -1225,6 +1225,7 @@ cdef class RecoveryScan(BatchWalk):
     cdef int64_t _offset_capacity
     cdef int64_t _time_capacity
     cdef int64_t _next_offset
+    cdef int64_t _last_offset
     cdef readonly Py_ssize_t batches
     cdef readonly int64_t max_timestamp
     cdef readonly int64_t offset_of_max_timestamp
@@ -1265,6 +1266,7 @@ cdef class RecoveryScan(BatchWalk):
         self._time_capacity = time_index_capacity
         self._check_continues = check_continues
         self._next_offset = base_offset
+        self._last_offset = base_offset - 1
         self.batches = 0
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -1281,6 +1283,13 @@ cdef class RecoveryScan(BatchWalk):
     def valid_bytes(self):
         """Bytes of the batches accepted so far (the start of the batch being handled). O(1)."""
         return self._position
+
+    @property
+    def next_offset(self):
+        """The offset after the last batch accepted so far (the base offset before any): the segment's next
+        offset once the scan has ended without error. O(1)."""
+        # Exact in Python: _next_offset saturates at the int64 maximum, as the checks need.
+        return <object>self._last_offset + 1
 
     @property
     def offset_entries(self):
@@ -1396,6 +1405,7 @@ cdef class RecoveryScan(BatchWalk):
                         raise LogSegmentOffsetOverflowError(err.message, path=err.path, position=err.position) from None
                     raise
             self._next_offset = _sat_add(last, 1)
+            self._last_offset = last
             if timestamp > self.max_timestamp:
                 self.max_timestamp = timestamp
                 self.offset_of_max_timestamp = last
