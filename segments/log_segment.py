@@ -707,12 +707,12 @@ class LogSegment:
         fd = log._descriptor()
         if fd < 0:
             raise SegmentClosedError(log._path_name)
-        lazy = self._time_index
-        time_index = None if lazy is None else lazy._index
+        time_lazy = self._time_index
+        time_index = None if time_lazy is None else time_lazy._index
         if time_index is None:
             time_index = self.time_index
-        lazy = self._offset_index
-        offset_index = None if lazy is None else lazy._index
+        offset_lazy = self._offset_index
+        offset_index = None if offset_lazy is None else offset_lazy._index
         if offset_index is None:
             offset_index = self.offset_index
         base_offset = self.base_offset
