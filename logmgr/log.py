@@ -926,9 +926,7 @@ class Log:
                         max_position = end[2]
                     else:
                         max_position = self._position_of(segment, bound, end)
-                    fetch = segment.read(
-                        start_offset, max_bytes, max_position=max_position, min_one_message=min_one_message
-                    )
+                    fetch = segment.read(start_offset, max_bytes, max_position, min_one_message)
                 except SegmentClosedError:
                     # Deleted (and closed) between lookup and hold: retry from the current start. The hold keeps
                     # a segment from being closed once taken, so its reads raise this before touching any file.
@@ -1015,7 +1013,8 @@ class Log:
             raise self._io_failure("offset lookup by timestamp", err) from err
 
     def _offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        self._ensure_online()
+        if self._closed or self._offline_error is not None or self.dir_state.offline:
+            self._ensure_online()
         if timestamp == EARLIEST_TIMESTAMP:
             return self._log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
@@ -1038,8 +1037,6 @@ class Log:
                 # Being closed after its deletion.
                 continue
             try:
-                if segment.log.closed:
-                    continue
                 # A known max timestamp at or above the target is largest_timestamp()'s answer already.
                 if known is None or known < 0:
                     try:
@@ -1050,6 +1047,9 @@ class Log:
                     if newest < timestamp:
                         continue
                 found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+            except SegmentClosedError:
+                # Deleted (and closed) between lookup and hold: its records are gone, as read() finds them.
+                continue
             finally:
                 readers.release(segment)
             if found is not None:

@@ -551,7 +551,11 @@ class LogSegment:
         return self._max_timestamp_so_far().offset
 
     def largest_timestamp(self) -> int:
-        """Kafka's ``largestTimestamp`` for retention: the max record timestamp, else the ``.log`` mtime. O(1)."""
+        """Kafka's ``largestTimestamp`` for retention: the max record timestamp, else the ``.log`` mtime. Raises
+        :class:`SegmentClosedError` once the segment is closed for good (deleted), before touching its files. O(1)."""
+        log = self._log
+        if log is not None and log.closed:
+            raise SegmentClosedError(log._path_name)
         timestamp = self.max_timestamp_so_far
         if timestamp >= 0:
             return timestamp
@@ -680,7 +684,6 @@ class LogSegment:
         self,
         start_offset: int,
         max_size: int,
-        *,
         max_position: int | None = None,
         min_one_message: bool = False,
     ) -> FetchSlice | None:
@@ -715,9 +718,26 @@ class LogSegment:
         ``findOffsetByTimestamp``). O(log n + batches scanned): batch headers are read until one's max timestamp
         reaches the target, and only that batch is read, its records scanned for their timestamps and offsets
         (:func:`first_record_at_or_after`'s search; an uncompressed magic-2 batch is scanned in the same compiled
-        call as the index searches and the header hop)."""
-        starting = self.base_offset if starting_offset is None else starting_offset
-        time_index, offset_index, log = self.time_index, self.offset_index, self.log
+        call as the index searches and the header hop). Raises :class:`SegmentClosedError` once the segment is closed
+        for good, before touching any of its files."""
+        # Every timestamp lookup's path, as in read(): a closed (deleted) segment raises before any of its files is
+        # touched, then the files' objects are read as plain attributes once made.
+        log = self._log
+        if log is None:
+            log = self.log
+        fd = log._descriptor()
+        if fd < 0:
+            raise SegmentClosedError(log._path_name)
+        time_lazy = self._time_index
+        time_index = None if time_lazy is None else time_lazy._index
+        if time_index is None:
+            time_index = self.time_index
+        offset_lazy = self._offset_index
+        offset_index = None if offset_lazy is None else offset_lazy._index
+        if offset_index is None:
+            offset_index = self.offset_index
+        base_offset = self.base_offset
+        starting = base_offset if starting_offset is None else starting_offset
         path = log._path
 
         def decode(position: int, data: bytes) -> TimestampAndOffset | None:
@@ -727,10 +747,9 @@ class LogSegment:
             except StorageFormatError as err:
                 raise err.at(path, position_base=position) from None
 
-        # Every timestamp lookup's path, so one compiled call on the collaborators' state, as in read().
         return find_timestamp(
-            log._descriptor(), log._size, path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
-            offset_index._entries, offset_index._path, self.base_offset, time_index._WARM_ENTRIES,
+            fd, log._size, path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
+            offset_index._entries, offset_index._path, base_offset, time_index._WARM_ENTRIES,
             offset_index._WARM_ENTRIES, timestamp, starting, DEFAULT_DECODE_LIMITS.max_record_bytes, decode,
         )
 

@@ -66,3 +66,12 @@ def test_a_failing_close_leaves_no_mark() -> None:
     with pytest.raises(OSError, match="EIO"):
         counts.close_when_released(segment)
     assert counts.acquire(segment) and counts.readers(segment) == 1
+
+
+def test_a_release_without_a_hold_is_refused() -> None:
+    """The count lives in the object: an unpaired release must not take it below zero (the closing mark)."""
+    counts: HoldCounts[Closable] = HoldCounts(lambda target: None)
+    segment = Closable()
+    with pytest.raises(ValueError, match="not held"):
+        counts.release(segment)
+    assert counts.acquire(segment) and counts.readers(segment) == 1

@@ -415,12 +415,12 @@ def test_reader_that_found_a_segment_before_its_deletion_reads_it_intact(tmp_pat
             return count
 
         def read(
-            start_offset: int, max_size: int, *, max_position: int | None = None, min_one_message: bool = False
+            start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
         ) -> FetchSlice | None:
             if threading.current_thread().name == "reader":
                 reading.set()
                 closed.wait(FAILURE_DEADLINE_S)
-            return real_read(start_offset, max_size, max_position=max_position, min_one_message=min_one_message)
+            return real_read(start_offset, max_size, max_position, min_one_message)
 
         segments: LogSegments = log.segments
         segments.floor_segment = floor_segment  # type: ignore[method-assign]
