@@ -25,7 +25,7 @@ from cli.compact_cmd import compact
 from cli.read_cmd import read
 from logmgr.cleaner import manager as manager_module
 from logmgr.cleaner.cleaner import empty_batch, group_segments_by_size
-from logmgr.cleaner.log_cleaner import LogCleaner
+from logmgr.cleaner.log_cleaner import LogCleaner, segment_stats
 from logmgr.cleaner.manager import CleanerCheckpoints
 from logmgr.cleaner.offset_map import OffsetMapFullError, SkimpyOffsetMap
 from logmgr.clock import ManualClock
@@ -101,6 +101,24 @@ def test_offset_map_has_a_fixed_size_and_refuses_a_new_key_when_full() -> None:
         offset_map.put(b"k3", 3)
     offset_map.clear()
     assert len(offset_map) == 0 and offset_map.get(b"k0") == -1
+
+
+# -- selection -------------------------------------------------------------------------------------------------------
+
+
+def test_segment_stats_pass_over_a_segment_deleted_since_the_listing(tmp_path: Path) -> None:
+    """The cleaner lists a log's segments without its lock; retention may delete (close) one before its stats are
+    read. Its largest timestamp then counts as unknown (-1), as for a renamed file, instead of failing the pass."""
+    clock = ManualClock(T0)
+    log = open_log(tmp_path, clock)
+    fill(log, 60)
+    listed = log.segments.values()
+    assert len(listed) > 2
+    listed[0].close()
+    stats = segment_stats(listed, COMPACT)
+    assert [s.base_offset for s in stats] == [s.base_offset for s in listed]
+    assert stats[0].largest_timestamp == -1 and stats[1].largest_timestamp >= T0
+    log.close()
 
 
 # -- append rule -----------------------------------------------------------------------------------------------------

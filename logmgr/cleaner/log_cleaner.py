@@ -45,6 +45,7 @@ from logmgr.cleaner.offset_map import SkimpyOffsetMap
 from logmgr.clock import Clock
 from logmgr.config import BrokerConfig, LogConfig
 from logmgr.log import Log
+from segments.errors import SegmentClosedError
 from segments.java_numbers import INT64_MAX
 from segments.log_segment import LogSegment
 from segments.naming import SWAP_SUFFIX, TopicPartition
@@ -66,7 +67,8 @@ def segment_stats(segments: list[LogSegment], config: LogConfig) -> list[Segment
             first = -1 if head is None else head.batch.max_timestamp
         try:
             largest = segment.largest_timestamp()
-        except FileNotFoundError:
+        except (FileNotFoundError, SegmentClosedError):
+            # Deleted by retention since the listing (renamed, or closed for good): nothing of it is cleaned.
             largest = -1
         stats.append(SegmentStat(segment.base_offset, segment.size, largest, first))
     return stats
