@@ -1187,7 +1187,9 @@ cdef class _Entries:
     cdef Py_ssize_t used
 
     def __cinit__(self):
-        self.data = bytearray(4096)
+        # A recovered segment's index holds a few dozen entries (one per ``index.interval.bytes``); the buffer
+        # doubles as needed, so a small start zeroes no page per segment.
+        self.data = bytearray(256)
         self.used = 0
 
     cdef uint8_t *reserve(self, Py_ssize_t n) except NULL:
@@ -1206,8 +1208,9 @@ cdef class RecoveryScan(BatchWalk):
     computed per run of batches with the GIL released.
 
     Iterating it yields only the magic-2 batches whose bookkeeping needs Python (producer state, transactions,
-    leader epochs): a batch with a producer id, the first batch of each leader-epoch run, and the latest other
-    batch before each of those and before the end (its producer-state effect, the map end offset, is what the
+    leader epochs): a batch with a producer id, the first batch of each leader-epoch run (a first run in
+    ``leader_epoch``, the epoch the caller's cache already ends with, is not a new run: assigning it would change
+    nothing), and the latest other batch before each of those and before the end (its producer-state effect, the map end offset, is what the
     skipped ones would have left). A yielded batch with a producer id counts as valid only when the next item is
     asked, so an error raised while handling it leaves :attr:`valid_bytes` at its start, as in Kafka's loop.
 
@@ -1250,7 +1253,8 @@ cdef class RecoveryScan(BatchWalk):
     cdef bint _finished
 
     def __init__(self, read, Py_ssize_t limit, int64_t base_offset, next_segment_base, int64_t index_interval_bytes,
-                 int64_t offset_index_capacity, int64_t time_index_capacity, check_continues, *, path=None):
+                 int64_t offset_index_capacity, int64_t time_index_capacity, check_continues, *, path=None,
+                 leader_epoch=None):
         """``read(position, size)`` fetches the ``.log`` bytes ``[0, limit)``; ``*_capacity`` are the indexes' slot
         counts at their maximum size; ``check_continues(first, last, next_offset, next_segment_base, position)``
         raises for offsets that do not continue the segment."""
@@ -1278,6 +1282,9 @@ cdef class RecoveryScan(BatchWalk):
         self._last_time_timestamp = -1
         self._last_time_offset = base_offset
         self._held = None
+        if leader_epoch is not None:
+            self._have_epoch = True
+            self._epoch = leader_epoch
 
     @property
     def valid_bytes(self):
