@@ -36,7 +36,7 @@ from segments._native.batches import (
     find_timestamp,
     indexed_position,
 )
-from segments._native.files import write_if_different
+from segments._native.files import open_for_reading, write_if_different
 from segments._native.index import append_segment_entries, indexes_full
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
@@ -788,10 +788,10 @@ class LogSegment:
             # No .log object yet (a listed segment, the common case of a load): read the file through a descriptor
             # of its own, closed below; the object (a Path, a later open) is made only for a truncation.
             log_path = stem + LOG_SUFFIX + self._suffix
-            fd = open_no_follow(log_path, os.O_RDONLY)
+            fd, found_size = open_for_reading(log_path)
             read = partial(read_at, fd, log_path)
             try:
-                size = self._listed_size if self._listed_size is not None else self._learn_size(os.fstat(fd).st_size)
+                size = self._listed_size if self._listed_size is not None else self._learn_size(found_size)
             except BaseException:
                 os.close(fd)
                 raise

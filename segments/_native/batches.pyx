@@ -1199,7 +1199,7 @@ cdef class _Entries:
         return <uint8_t *>PyByteArray_AS_STRING(self.data) + self.used
 
     cdef bytes take(self):
-        return bytes(memoryview(self.data)[: self.used])
+        return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(self.data), self.used)
 
 
 cdef class RecoveryScan(BatchWalk):

@@ -160,6 +160,30 @@ cdef object _failure(_Outcome *out, path, Py_ssize_t size):
     return OSError(error, f"{os.strerror(error)} ({action})", path)
 
 
+def open_for_reading(path):
+    """``(descriptor, size)`` of the file at ``path`` opened read-only (never through a link), its size from one
+    ``fstat``: two system calls in one compiled call. The caller closes the descriptor. A link raises
+    ``OSError(ELOOP)`` saying so, other failures ``OSError`` naming the file. O(1), no GIL held."""
+    cdef bytes encoded = _encoded(path)
+    cdef const char *c_path = encoded
+    cdef struct_stat info
+    cdef _Outcome out
+    cdef int fd
+    out.step = _OK
+    with nogil:
+        fd = open(c_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        if fd < 0:
+            out.step = _OPEN
+            out.error = errno
+        elif fstat(fd, &info) != 0:
+            out.step = _STAT
+            out.error = errno
+            close(fd)
+    if out.step != _OK:
+        raise _failure(&out, os.fsdecode(encoded), 0)
+    return fd, info.st_size
+
+
 def write_if_different(path, bytes data):
     """Make the file at ``path`` (created if missing, never through a link) hold exactly ``data``: the bytes there
     are read and compared first and written only when they differ, then a longer file is cut to ``len(data)``. A
