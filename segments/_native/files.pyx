@@ -42,7 +42,6 @@ cdef struct _Outcome:
     # The file starts with the bytes compared (``found`` bytes read, up to one more than compared).
     bint starts_with
     Py_ssize_t found
-    bint wrote
 
 
 cdef Py_ssize_t _read_prefix(int fd, char *buffer, Py_ssize_t size) noexcept nogil:
@@ -109,20 +108,17 @@ cdef void _compare(int fd, const char *data, Py_ssize_t size, bint require_regul
 cdef void _write_if_different(const char *path, const char *data, Py_ssize_t size, _Outcome *out) noexcept nogil:
     cdef int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o666)
     out.step = _OK
-    out.wrote = False
     if fd < 0:
         out.step = _OPEN
         out.error = errno
         return
     _compare(fd, data, size, False, out)
     if out.step == _OK and not out.starts_with:
-        out.wrote = True
         if not _write_all(fd, data, size):
             out.step = _WRITE
             out.error = errno
     if out.step == _OK and out.found > size:
         # A longer file (an active segment's preallocated index): cut to the bytes.
-        out.wrote = True
         if ftruncate(fd, <off_t>size) != 0:
             out.step = _TRUNCATE
             out.error = errno
@@ -187,8 +183,8 @@ def open_for_reading(path):
 def write_if_different(path, bytes data):
     """Make the file at ``path`` (created if missing, never through a link) hold exactly ``data``: the bytes there
     are read and compared first and written only when they differ, then a longer file is cut to ``len(data)``. A
-    file that already holds them is not modified at all (no dirty page, no new modification time). Returns
-    whether it changed the file. O(len(data)), no GIL held."""
+    file that already holds them is not modified at all (no dirty page, no new modification time).
+    O(len(data)), no GIL held."""
     cdef bytes encoded = _encoded(path)
     cdef const char *c_path = encoded
     cdef const char *c_data = data
@@ -198,7 +194,6 @@ def write_if_different(path, bytes data):
         _write_if_different(c_path, c_data, size, &out)
     if out.step != _OK:
         raise _failure(&out, os.fsdecode(encoded), size)
-    return out.wrote
 
 
 def holds(path, bytes data):
