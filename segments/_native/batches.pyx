@@ -459,6 +459,11 @@ cdef class BatchWalk:
     def __init__(self, read, Py_ssize_t start, Py_ssize_t limit, *, path=None, max_batch_size=None, buffer=None):
         """``read(position, size)`` fetches windows; with ``buffer`` the whole walk reads that buffer (positions
         are offsets in it) and ``read`` is not called."""
+        self._start(read, start, limit, path, max_batch_size, buffer)
+
+    cdef int _start(self, read, Py_ssize_t start, Py_ssize_t limit, path, max_batch_size, buffer) except -1:
+        # The body of __init__, called directly by subclasses (a call through BatchWalk.__init__ goes through the
+        # slot wrapper and its argument parsing, a tenth of a segment recovery's interpreter work).
         if _default_type is None:
             raise RuntimeError("segments._native.batches.register() was not called")
         self._read = read
@@ -475,6 +480,7 @@ cdef class BatchWalk:
         else:
             self._window = _window_of(b"")
             self._window_start = start
+        return 0
 
     def __iter__(self):
         return self
@@ -1258,7 +1264,7 @@ cdef class RecoveryScan(BatchWalk):
         """``read(position, size)`` fetches the ``.log`` bytes ``[0, limit)``; ``*_capacity`` are the indexes' slot
         counts at their maximum size; ``check_continues(first, last, next_offset, next_segment_base, position)``
         raises for offsets that do not continue the segment."""
-        BatchWalk.__init__(self, read, 0, limit, path=path)
+        self._start(read, 0, limit, path, None, None)
         # Recovery reads the whole file: one read of it (up to the largest window) rather than windows growing
         # from 64 KiB, each re-reading the batch cut by the previous one (_fetch doubles this first).
         self._window_size = (min(max(limit, FIRST_WINDOW_BYTES), WINDOW_BYTES) + 1) // 2
