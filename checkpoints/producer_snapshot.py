@@ -15,7 +15,6 @@ writes snapshots in place (create + write, no rename); we write them atomically 
 from __future__ import annotations
 
 import os
-import stat
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -23,6 +22,7 @@ from os import PathLike
 
 from checkpoints.atomic import atomic_write_bytes, read_file_bytes
 from segments._native.crc import crc32c
+from segments._native.files import holds
 from segments.errors import CorruptSnapshotError
 from segments.java_numbers import check_java_int
 from segments.naming import offset_from_file_name
@@ -39,6 +39,8 @@ _COUNT_POSITION = 6
 _CRC_START = _COUNT_POSITION
 HEADER_SIZE = _HEADER.size
 ENTRY_SIZE = _ENTRY.size
+_EMPTY_SNAPSHOT = _VERSION_AND_CRC.pack(PRODUCER_SNAPSHOT_VERSION, crc32c(_COUNT.pack(0))) + _COUNT.pack(0)
+"""The bytes of a snapshot of no producer."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,9 @@ def parse_producer_snapshot(data: bytes, path: str | PathLike[str] | None = None
 
 def serialize_producer_snapshot(entries: Sequence[ProducerSnapshotEntry]) -> bytes:
     """The exact bytes Kafka writes for ``entries`` (in the given order). O(n)."""
+    if not entries:
+        # A partition without producers (a recovery writes one snapshot per segment).
+        return _EMPTY_SNAPSHOT
     # The CRC-covered part (count and entries) in one join, then the version and CRC before it.
     covered = _COUNT.pack(len(entries)) + b"".join(
         [
@@ -146,22 +151,7 @@ def write_producer_snapshot(
     ``path`` that already holds exactly these bytes is left as it is (a recovery writing again the snapshots it
     set aside: a read instead of a write and the unlink of the old file). Returns whether it wrote. O(n)."""
     data = serialize_producer_snapshot(entries)
-    if keep_if_equal and _holds(path, data):
+    if keep_if_equal and holds(path, data):
         return False
     atomic_write_bytes(path, data, sync=sync)
     return True
-
-
-def _holds(path: str | PathLike[str], data: bytes) -> bool:
-    """Whether the regular file at ``path`` (never a link) holds exactly ``data``; False when there is none."""
-    try:
-        # Non-blocking: a FIFO planted at the name must not hang the load (it is then not a regular file).
-        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(path, flags)
-    except OSError:
-        return False
-    try:
-        # One byte more than expected tells a longer file apart without a stat.
-        return stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, len(data) + 1, 0) == data
-    finally:
-        os.close(fd)

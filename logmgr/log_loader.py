@@ -513,8 +513,9 @@ class _LoadContext:
         self.stats = stats
         self.log_start_offset = log_start_offset
         self.take_snapshot = take_snapshot
-        # The latest recovered segment and the next offset its recovery found (None: not known, read it).
-        self._recovered: tuple[LogSegment, int | None] | None = None
+        # The latest recovered segment, the next offset its recovery found (None: not known, read it) and the
+        # segment that followed it (None: it was the last).
+        self._recovered: tuple[LogSegment, int | None, LogSegment | None] | None = None
 
     def recover_from(self, recovery_point: int) -> None:
         """Step 3: recover every segment from the one holding ``recovery_point``; the first truncation (or a
@@ -550,25 +551,45 @@ class _LoadContext:
             )
             return segment.read_next_offset()
 
+    def _observe(self, batch: RecordBatch) -> None:
+        """A recovered batch's effect on the leader-epoch cache and the producer state. O(1)."""
+        if batch.partition_leader_epoch >= 0:
+            self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+        self.producer_state.on_batch(batch)
+
+    def _continues_recovery(self, segment: LogSegment) -> bool:
+        """Whether the producer state is already rebuilt to ``segment``'s base, so :func:`rebuild_state_to` would
+        change nothing (a recovery of consecutive segments, Kafka's loop, rebuilds before each): the latest
+        recovered segment is the one before it, at or above the log start offset (no transaction of it lies below
+        the log start, which the rebuild would forget), and its recovery left the map ending at this base with
+        the snapshot taken there. That rebuild, or an earlier one of this load, set aside every snapshot above its
+        base and deleted those at or below the log start; the snapshots written since are each above the last, so
+        none lies above this base or at or below the log start, the newest is at it, and the replay is empty.
+        O(1)."""
+        recovered = self._recovered
+        return (
+            recovered is not None
+            and recovered[2] is segment
+            and recovered[0].base_offset >= self.log_start_offset
+            and self.producer_state.is_snapshot_at_map_end(segment.base_offset)
+        )
+
     def recover_segment(self, segment: LogSegment, *, reason: str, following: LogSegment | None) -> int:
         """Rebuild producer state to the segment's base, recover it (Kafka's ``recoverSegment``), snapshot.
         ``following``: the segment after it (None: it is the last). O(segment bytes)."""
-        rebuild_state_to(
-            self.segments, self.producer_state, segment.base_offset, self.log_start_offset, self.take_snapshot
-        )
+        if not self._continues_recovery(segment):
+            rebuild_state_to(
+                self.segments, self.producer_state, segment.base_offset, self.log_start_offset, self.take_snapshot
+            )
         tracker = TransactionTracker(self.producer_state.ongoing_txns)
-
-        def observe(batch: RecordBatch) -> None:
-            if batch.partition_leader_epoch >= 0:
-                self.leader_epochs.assign(batch.partition_leader_epoch, batch.base_offset)
-            self.producer_state.on_batch(batch)
-
         try:
-            # A batch reaching the next segment's base is damage (rolls start at the log end), not data.
+            # A batch reaching the next segment's base is damage (rolls start at the log end), not data. The scan
+            # shows no batch whose only effect would be an assign of the epoch the cache already ends with.
             result = segment.recover(
                 transactions=tracker,
-                observer=observe,
+                observer=self._observe,
                 next_segment_base=None if following is None else following.base_offset,
+                leader_epoch=self.leader_epochs.latest_epoch(),
             )
             truncated = result.truncated_bytes
             next_offset = result.next_offset
@@ -583,10 +604,10 @@ class _LoadContext:
             segment.truncate_to(segment.base_offset)
             next_offset = segment.base_offset
             detail = f"could not be recovered ({err}); truncated to empty"
-        self._recovered = (segment, next_offset)
+        self._recovered = (segment, next_offset, following)
         self.take_snapshot(self.producer_state)
-        if segment is not self.segments.last_segment():
-            # Recovery opened its files; nobody reads the log yet, so let inactive segments reopen them lazily.
+        if following is not None:
+            # Not the last segment. Recovery opened its files; nobody reads the log yet, so let inactive segments reopen them lazily.
             segment.release()
         self.stats.recovered_segments += 1
         self.stats.truncated_bytes += truncated

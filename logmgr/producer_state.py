@@ -848,6 +848,11 @@ class ProducerStateManager:
         self._last_snap_offset = offset
         return name
 
+    def is_snapshot_at_map_end(self, offset: int) -> bool:
+        """Whether the map ends at ``offset`` and the last snapshot written or loaded is at that offset (a
+        :meth:`write_snapshot` now would write nothing). O(1)."""
+        return self._map_end_offset == offset == self._last_snap_offset
+
     def snapshot_offsets(self) -> list[int]:
         """Offsets of the snapshots this manager knows, ascending. O(s log s)."""
         return sorted(self._snapshots)

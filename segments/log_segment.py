@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 from segments._native.batches import (
     FetchSlice,
@@ -36,6 +36,7 @@ from segments._native.batches import (
     find_timestamp,
     indexed_position,
 )
+from segments._native.files import open_for_reading, write_if_different
 from segments._native.index import append_segment_entries, indexes_full
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
@@ -52,10 +53,8 @@ from segments.file_records import (
     FileRecords,
     batch_view,
     iter_batches,
-    located_error,
     open_no_follow,
     read_at,
-    write_buffers,
 )
 from segments.lazy_index import LazyIndex
 from segments.naming import (
@@ -103,12 +102,12 @@ class LogOffsetPosition:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class RecoveryResult:
+class RecoveryResult(NamedTuple):
     """What a recovery or index rebuild found: bytes of valid batches, bytes cut, the error that ended the
     scan (``None`` when the whole file was valid or ended in a partial batch), and the offset after the last valid
     batch (the base offset when there is none: :meth:`LogSegment.read_next_offset` once recovered) when the scan
-    ended without one (``None`` otherwise)."""
+    ended without one (``None`` otherwise). A named tuple: made once per recovered segment, where a frozen
+    dataclass's ``object.__setattr__`` per field cost a microsecond."""
 
     valid_bytes: int
     truncated_bytes: int
@@ -159,36 +158,6 @@ def first_record_at_or_after(batch: RecordBatch, timestamp: int, starting_offset
 
 _TIME_ENTRY = struct.Struct(">qi")
 """A time-index entry: timestamp, offset relative to the segment's base."""
-
-
-def _write_index_file(path: str, entries: bytes) -> None:
-    """Make the index file at ``path`` (created if missing, never through a link) hold exactly ``entries``: the
-    bytes there are read and compared first and written only when they differ, then a longer file (an active
-    segment's preallocated index) is cut to their length. An index that already holds them is not modified at all
-    (no dirty page, no new modification time): the common case of a recovery after a crash that lost nothing. The
-    file is written in place, as Kafka's mapped index is: an index is rebuilt from the ``.log`` by any recovery a
-    crash starts, and made durable by the load's file-system sync. An ``OSError`` names the file. O(len(entries)).
-    """
-    fd = open_no_follow(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        length = len(entries)
-        try:
-            # One byte more than the entries tells a longer file apart without a stat.
-            current = os.pread(fd, length + 1, 0)
-        except OSError as err:
-            raise located_error(err, path, f"read of {length + 1} bytes") from err
-        if current[:length] != entries:
-            try:
-                write_buffers(fd, (entries,), 0)
-            except OSError as err:
-                raise located_error(err, path, f"write of {length} bytes") from err
-        if len(current) > length:
-            try:
-                os.ftruncate(fd, length)
-            except OSError as err:
-                raise located_error(err, path, f"truncation to {length} bytes") from err
-    finally:
-        os.close(fd)
 
 
 class LogSegment:
@@ -797,6 +766,7 @@ class LogSegment:
         transactions: TransactionTracker | None = None,
         observer: BatchObserver | None = None,
         next_segment_base: int | None = None,
+        leader_epoch: int | None = None,
     ) -> RecoveryResult:
         """Rebuild all three indexes from the ``.log`` with Kafka's recovery rule, without touching the ``.log``.
         O(size): a compiled header walk with CRC (:class:`segments._native.batches.RecoveryScan`, GIL released
@@ -804,21 +774,23 @@ class LogSegment:
         :meth:`recover` leaves them (Kafka's: both trimmed to their entries, the time index ending with the final
         entry, the max timestamp, that recovery and close append) by plain file I/O, no index mapped: bytes equal to
         the file's are not written again, so an index a crash left correct is left untouched (the common case), and
-        a wrong one is rewritten in place to exactly the rebuilt bytes (:func:`_write_index_file`). Index objects
+        a wrong one is rewritten in place to exactly the rebuilt bytes
+        (:func:`segments._native.files.write_if_different`, never through a link, one compiled call per file). Index objects
         opened before are closed first and reopen from the rebuilt files on next use.
 
         ``transactions`` carries transactions opened in earlier segments (a fresh tracker when ``None``);
         ``observer`` sees, in order, every valid magic-2 batch that can change producer state or the leader-epoch
         cache (a batch with a producer id, the first batch of each leader-epoch run) and the latest other batch
         before each of those and at the end (whose producer-state effect, the map end offset, is what the other
-        batches would leave). The scan ends at a partial tail or at the first invalid batch, returned as
-        ``error``: a bad CRC or framing (:class:`CorruptRecordError`), or offsets that do not continue the
-        segment (:class:`InvalidOffsetError`): not above the previous batch's, below the base offset, at or past
-        ``next_segment_base``, or beyond the 32-bit relative range (:class:`IndexOffsetOverflowError`;
-        :class:`LogSegmentOffsetOverflowError` for a legacy batch that otherwise continues the segment: a real
-        overflow, which :meth:`recover` raises for a split). The batch CRC does not cover the base offset, so a
-        damaged one is only visible this way; Kafka's recovery would instead fail on the next index append and
-        empty the whole segment.
+        batches would leave); ``leader_epoch`` is the epoch the caller's leader-epoch cache ends with (None: no
+        entry), so a first run of batches in it is not shown as a new run (assigning it changes nothing). The scan
+        ends at a partial tail or at the first invalid batch, returned as ``error``: a bad CRC or framing
+        (:class:`CorruptRecordError`), or offsets that do not continue the segment (:class:`InvalidOffsetError`):
+        not above the previous batch's, below the base offset, at or past ``next_segment_base``, or beyond the
+        32-bit relative range (:class:`IndexOffsetOverflowError`; :class:`LogSegmentOffsetOverflowError` for a
+        legacy batch that otherwise continues the segment: a real overflow, which :meth:`recover` raises for a
+        split). The batch CRC does not cover the base offset, so a damaged one is only visible this way; Kafka's
+        recovery would instead fail on the next index append and empty the whole segment.
         """
         if not self._writable:
             raise io.UnsupportedOperation(f"{self._directory}: segment {self.base_offset} opened read-only")
@@ -835,14 +807,14 @@ class LogSegment:
             # No .log object yet (a listed segment, the common case of a load): read the file through a descriptor
             # of its own, closed below; the object (a Path, a later open) is made only for a truncation.
             log_path = stem + LOG_SUFFIX + self._suffix
-            fd = open_no_follow(log_path, os.O_RDONLY)
+            fd, found_size = open_for_reading(log_path)
             read = partial(read_at, fd, log_path)
             try:
-                size = self._listed_size if self._listed_size is not None else self._learn_size(os.fstat(fd).st_size)
+                size = self._listed_size if self._listed_size is not None else self._learn_size(found_size)
             except BaseException:
                 os.close(fd)
                 raise
-        scan = self._scan(read, size, log_path, next_segment_base, max_index_size, max_index_size)
+        scan = self._scan(read, size, log_path, next_segment_base, max_index_size, max_index_size, leader_epoch)
         error: StorageFormatError | None = None
         try:
             try:
@@ -913,7 +885,10 @@ class LogSegment:
     def _write_rebuilt_indexes(self, scan: RecoveryScan, stem: str) -> None:
         """Write the scan's offset and time index entries (with the final time entry) as the ``.index`` and
         ``.timeindex`` files (named ``stem`` + suffixes when they have no object), closing index objects opened
-        before (they reopen from the files). O(entries)."""
+        before (they reopen from the files). Each file is compared first and written only where it differs
+        (:func:`~segments._native.files.write_if_different`): an index a crash left correct, the common case, is
+        not modified at all. A file is written in place, as Kafka's mapped index is: an index is rebuilt from the
+        ``.log`` by any recovery a crash starts, and made durable by the load's file-system sync. O(entries)."""
         time_entries = scan.time_entries
         final = self._final_time_entry(scan, time_entries)
         for lazy, kind, entries in (
@@ -925,7 +900,7 @@ class LogSegment:
             else:
                 lazy.unload()
                 path = os.fspath(lazy.path)
-            _write_index_file(path, entries)
+            write_if_different(path, entries)
 
     def _final_time_entry(self, scan: RecoveryScan, time_entries: bytes) -> bytes:
         """The final time-index entry (the max timestamp and its offset) that :meth:`recover` and close append,
@@ -961,9 +936,10 @@ class LogSegment:
         next_segment_base: int | None,
         offset_index_size: int,
         time_index_size: int,
+        leader_epoch: int | None = None,
     ) -> RecoveryScan:
-        """:meth:`recovery_scan` over the ``size`` bytes ``read(position, size)`` gives, errors naming ``path``.
-        O(1)."""
+        """:meth:`recovery_scan` over the ``size`` bytes ``read(position, size)`` gives, errors naming ``path``
+        (``leader_epoch``: see :meth:`rebuild_indexes`). O(1)."""
         return RecoveryScan(
             read,
             size,
@@ -974,6 +950,7 @@ class LogSegment:
             time_index_size // TimeIndex.entry_size,
             self.check_continues,
             path=path,
+            leader_epoch=leader_epoch,
         )
 
     def check_continues(
@@ -1002,12 +979,15 @@ class LogSegment:
         transactions: TransactionTracker | None = None,
         observer: BatchObserver | None = None,
         next_segment_base: int | None = None,
+        leader_epoch: int | None = None,
     ) -> RecoveryResult:
         """Kafka's ``LogSegment.recover`` (§6.3): rebuild the indexes (trimmed, with the final time-index entry, see
         :meth:`rebuild_indexes` for what is valid) and truncate the ``.log`` to the valid prefix.
         Raises :class:`LogSegmentOffsetOverflowError` (nothing truncated, indexes to rebuild) at a legacy batch
         that overflows the segment, as Kafka's ``ensureOffsetInRange`` does. O(size)."""
-        result = self.rebuild_indexes(transactions=transactions, observer=observer, next_segment_base=next_segment_base)
+        result = self.rebuild_indexes(
+            transactions=transactions, observer=observer, next_segment_base=next_segment_base, leader_epoch=leader_epoch
+        )
         if isinstance(result.error, LogSegmentOffsetOverflowError):
             raise result.error
         if result.truncated_bytes > 0:

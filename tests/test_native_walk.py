@@ -681,10 +681,17 @@ def test_recover_observer_sees_producer_and_epoch_batches_and_the_last(tmp_path:
         for n, (epoch, producer) in enumerate(zip(epochs, producers, strict=True))
     )
     log_file(tmp_path, 0).write_bytes(data)
-    segment = LogSegment.open(tmp_path, 0)
-    seen: list[int] = []
-    result = segment.recover(observer=lambda batch: seen.append(batch.base_offset))
-    segment.close()
-    assert result.batches == 7 and result.error is None
+    seen_by_epoch: dict[int | None, list[int]] = {}
+    for known in (None, 0, 1):
+        segment = LogSegment.open(tmp_path, 0)
+        seen: list[int] = []
+        result = segment.recover(observer=lambda batch, seen=seen: seen.append(batch.base_offset), leader_epoch=known)
+        segment.close()
+        assert result.batches == 7 and result.error is None
+        seen_by_epoch[known] = seen
     # 0 starts epoch 0; 1 is the batch before the producer's 2; 3 starts epoch 1; 6 is the last.
-    assert seen == [0, 1, 2, 3, 6]
+    assert seen_by_epoch[None] == [0, 1, 2, 3, 6]
+    # A cache already ending with epoch 0 needs no assign for batch 0: not shown. Epoch 1 differs from the
+    # cache's (the observer decides), so batch 0 is shown then.
+    assert seen_by_epoch[0] == [1, 2, 3, 6]
+    assert seen_by_epoch[1] == [0, 1, 2, 3, 6]

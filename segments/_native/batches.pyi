@@ -208,6 +208,7 @@ class RecoveryScan(Iterator[FileBatch]):
         check_continues: Callable[[int, int, int, int | None, int], None],
         *,
         path: str | None = None,
+        leader_epoch: int | None = None,
     ) -> None: ...
     @property
     def valid_bytes(self) -> int: ...

@@ -459,6 +459,11 @@ cdef class BatchWalk:
     def __init__(self, read, Py_ssize_t start, Py_ssize_t limit, *, path=None, max_batch_size=None, buffer=None):
         """``read(position, size)`` fetches windows; with ``buffer`` the whole walk reads that buffer (positions
         are offsets in it) and ``read`` is not called."""
+        self._start(read, start, limit, path, max_batch_size, buffer)
+
+    cdef int _start(self, read, Py_ssize_t start, Py_ssize_t limit, path, max_batch_size, buffer) except -1:
+        # The body of __init__, called directly by subclasses (a call through BatchWalk.__init__ goes through the
+        # slot wrapper and its argument parsing, a tenth of a segment recovery's interpreter work).
         if _default_type is None:
             raise RuntimeError("segments._native.batches.register() was not called")
         self._read = read
@@ -475,6 +480,7 @@ cdef class BatchWalk:
         else:
             self._window = _window_of(b"")
             self._window_start = start
+        return 0
 
     def __iter__(self):
         return self
@@ -1187,7 +1193,9 @@ cdef class _Entries:
     cdef Py_ssize_t used
 
     def __cinit__(self):
-        self.data = bytearray(4096)
+        # A recovered segment's index holds a few dozen entries (one per ``index.interval.bytes``); the buffer
+        # doubles as needed, so a small start zeroes no page per segment.
+        self.data = bytearray(256)
         self.used = 0
 
     cdef uint8_t *reserve(self, Py_ssize_t n) except NULL:
@@ -1197,7 +1205,7 @@ cdef class _Entries:
         return <uint8_t *>PyByteArray_AS_STRING(self.data) + self.used
 
     cdef bytes take(self):
-        return bytes(memoryview(self.data)[: self.used])
+        return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(self.data), self.used)
 
 
 cdef class RecoveryScan(BatchWalk):
@@ -1206,8 +1214,9 @@ cdef class RecoveryScan(BatchWalk):
     computed per run of batches with the GIL released.
 
     Iterating it yields only the magic-2 batches whose bookkeeping needs Python (producer state, transactions,
-    leader epochs): a batch with a producer id, the first batch of each leader-epoch run, and the latest other
-    batch before each of those and before the end (its producer-state effect, the map end offset, is what the
+    leader epochs): a batch with a producer id, the first batch of each leader-epoch run (a first run in
+    ``leader_epoch``, the epoch the caller's cache already ends with, is not a new run: assigning it would change
+    nothing), and the latest other batch before each of those and before the end (its producer-state effect, the map end offset, is what the
     skipped ones would have left). A yielded batch with a producer id counts as valid only when the next item is
     asked, so an error raised while handling it leaves :attr:`valid_bytes` at its start, as in Kafka's loop.
 
@@ -1250,11 +1259,12 @@ cdef class RecoveryScan(BatchWalk):
     cdef bint _finished
 
     def __init__(self, read, Py_ssize_t limit, int64_t base_offset, next_segment_base, int64_t index_interval_bytes,
-                 int64_t offset_index_capacity, int64_t time_index_capacity, check_continues, *, path=None):
+                 int64_t offset_index_capacity, int64_t time_index_capacity, check_continues, *, path=None,
+                 leader_epoch=None):
         """``read(position, size)`` fetches the ``.log`` bytes ``[0, limit)``; ``*_capacity`` are the indexes' slot
         counts at their maximum size; ``check_continues(first, last, next_offset, next_segment_base, position)``
         raises for offsets that do not continue the segment."""
-        BatchWalk.__init__(self, read, 0, limit, path=path)
+        self._start(read, 0, limit, path, None, None)
         # Recovery reads the whole file: one read of it (up to the largest window) rather than windows growing
         # from 64 KiB, each re-reading the batch cut by the previous one (_fetch doubles this first).
         self._window_size = (min(max(limit, FIRST_WINDOW_BYTES), WINDOW_BYTES) + 1) // 2
@@ -1278,6 +1288,9 @@ cdef class RecoveryScan(BatchWalk):
         self._last_time_timestamp = -1
         self._last_time_offset = base_offset
         self._held = None
+        if leader_epoch is not None:
+            self._have_epoch = True
+            self._epoch = leader_epoch
 
     @property
     def valid_bytes(self):
