@@ -44,12 +44,14 @@ from logmgr.log import _JITTER_RNG, Log, RecoveryStats, _synchronous
 from logmgr.log_segments import LogSegments
 from logmgr.producer_state import ProducerStateManager
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
+from segments._native.batches import next_offset_from
 from segments.errors import (
     CorruptIndexError,
     InvalidOffsetError,
     LogSegmentOffsetOverflowError,
     StorageFormatError,
 )
+from segments.file_records import open_no_follow
 from segments.java_numbers import INT64_MAX
 from segments.key_index import KEY_INDEX_SUFFIX
 from segments.log_segment import LogSegment
@@ -77,6 +79,7 @@ from segments.transactions import TransactionTracker
 
 logger = logging.getLogger("logmgr.loader")
 
+_INDEX_ENTRY_BYTES = 8  # an offset-index entry: relative offset and position, two int32
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -158,7 +161,7 @@ def load_log(
             if last is not None:
                 if had_clean_shutdown and not needs_recovery and recovery_point_written_ns is not None:
                     last_next_offset = _clean_log_end(
-                        files, last, recovery_point, recovery_point_written_ns, producer_state
+                        files, last, recovery_point, recovery_point_written_ns, producer_state, config
                     )
                 if last_next_offset is None:
                     last_next_offset = context.next_offset_of(last)
@@ -275,15 +278,18 @@ def _clean_log_end(
     recovery_point: int,
     recovery_point_written_ns: int,
     producer_state: ProducerStateManager,
+    config: LogConfig,
 ) -> int | None:
-    """The log end offset a clean shutdown left, from the directory listing and the recovery-point checkpoint
-    alone, or None when they do not agree (the caller then reads the active segment's last batches, as Kafka's
-    load does). A clean shutdown flushes every log (its recovery point becomes its log end offset), closes it
-    (writing the producer snapshot named by that offset) and then writes the checkpoint. They agree when the
-    active segment's ``.log`` and ``.index`` were last modified strictly before the checkpoint was written
-    (nothing appended, cut or damaged since: a change in the same clock tick counts as after) and, for a
-    non-empty ``.log``, the recovery point lies above the segment's base and names the newest producer snapshot;
-    the log end is then the recovery point, or the base of an empty ``.log``. O(snapshots) plus two stats."""
+    """The log end offset a clean shutdown left, from the directory listing, the recovery-point checkpoint and the
+    active segment's last batch headers, or None when they do not agree (the caller then reads the active segment
+    through its objects, as Kafka's load does). A clean shutdown flushes every log (its recovery point becomes its
+    log end offset), closes it (writing the producer snapshot named by that offset) and then writes the
+    checkpoint. They agree when the active segment's ``.log`` and ``.index`` were last modified strictly before
+    the checkpoint was written (nothing appended, cut or damaged since: a change in the same clock tick counts as
+    after) and, for a non-empty ``.log``, the recovery point lies above the segment's base, names the newest
+    producer snapshot and is the offset after the last batch (:func:`_tail_next_offset`: a checkpoint lowered by
+    hand agrees with everything else); the log end is then the recovery point, or the base of an empty ``.log``.
+    O(snapshots) plus two stats and the headers after the last index entry."""
     prefix = filename_prefix_from_offset(active.base_offset)
     log_entry = files.get(prefix + LOG_SUFFIX)
     index_entry = files.get(prefix + INDEX_SUFFIX)
@@ -298,7 +304,43 @@ def _clean_log_end(
         return active.base_offset
     if recovery_point <= active.base_offset or producer_state.latest_snapshot_offset() != recovery_point:
         return None
+    if _tail_next_offset(active, log_entry, index_entry, config) != recovery_point:
+        return None
     return recovery_point
+
+
+def _tail_next_offset(
+    active: LogSegment, log_entry: os.DirEntry[str], index_entry: os.DirEntry[str], config: LogConfig
+) -> int | None:
+    """Kafka's ``readNextOffset`` of the active segment (the offset after its last batch) read without its objects:
+    the last entry of its trimmed ``.index`` by one ``pread``, then the batch headers from that entry's position
+    to the end of the ``.log`` (:func:`next_offset_from`); both files opened without following a link and closed
+    at once, nothing mapped. None when the tail is longer than what follows an index entry after a clean
+    shutdown (``index.interval.bytes`` plus one ``max.message.bytes`` batch), the entry does not point into the
+    ``.log``, or a read fails: the caller then reads through the segment's objects, which report the flaw.
+    O(batches after the last index entry)."""
+    log_size = log_entry.stat().st_size
+    index_size = index_entry.stat().st_size
+    position = 0
+    try:
+        if index_size >= _INDEX_ENTRY_BYTES:
+            fd = open_no_follow(index_entry.path, os.O_RDONLY)
+            try:
+                last_entry = os.pread(fd, _INDEX_ENTRY_BYTES, index_size - index_size % _INDEX_ENTRY_BYTES - 8)
+            finally:
+                os.close(fd)
+            if len(last_entry) < _INDEX_ENTRY_BYTES:
+                return None
+            position = int.from_bytes(last_entry[4:], "big", signed=True)
+        if not 0 <= position < log_size or log_size - position > config.index_interval_bytes + config.max_message_bytes:
+            return None
+        fd = open_no_follow(log_entry.path, os.O_RDONLY)
+        try:
+            return next_offset_from(fd, position, log_size, active.base_offset, log_entry.path)
+        finally:
+            os.close(fd)
+    except (OSError, StorageFormatError):
+        return None
 
 
 def _is_partition_temporary_target(name: str) -> bool:

@@ -35,6 +35,7 @@ from segments._native.batches import (
     find_record_by_timestamp,
     find_timestamp,
     indexed_position,
+    next_offset_from,
 )
 from segments._native.files import open_for_reading, write_if_different
 from segments._native.index import append_segment_entries, indexes_full
@@ -723,11 +724,11 @@ class LogSegment:
         )
 
     def read_next_offset(self) -> int:
-        """The offset after the last batch: base offset if empty. O(bytes after the last index entry)."""
-        next_offset = self.base_offset
-        for found in self.log.batches(self._indexed_position(self.offset_index.last_offset)):
-            next_offset = found.batch.next_offset
-        return next_offset
+        """The offset after the last batch: base offset if empty (Kafka's ``readNextOffset``: batch headers from the
+        last offset-index entry, :func:`next_offset_from`). O(batches after the last index entry)."""
+        start = self._indexed_position(self.offset_index.last_offset)
+        log = self.log
+        return next_offset_from(log._descriptor(), start, log._size, self.base_offset, log._path_name)
 
     def _indexed_position(self, offset: int) -> int:
         """Where a scan for ``offset`` starts: the position of the offset index's entry for it. Kafka's index sanity

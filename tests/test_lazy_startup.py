@@ -156,15 +156,20 @@ def test_clean_startup_opens_and_maps_no_segment_file_until_first_use(tmp_path: 
     assert open_segment_files() == before
 
 
-@pytest.mark.parametrize("change", ["cut-active-log", "checkpoint-ahead", "snapshot-missing", "index-touched"])
+@pytest.mark.parametrize(
+    "change", ["cut-active-log", "checkpoint-ahead", "checkpoint-behind", "snapshot-missing", "index-touched"]
+)
 def test_clean_startup_reads_the_active_segment_when_the_checkpoint_disagrees(tmp_path: Path, change: str) -> None:
     """The log end comes from the checkpoint only when the listing agrees with it; otherwise the loader reads the
     active segment's last batches, and every figure is the segment's."""
     clock = ManualClock(T0)
     log_dir = tmp_path / "d1"
     expected = written_manager_dir(log_dir, clock)
-    partition = log_dir / "t-0"
-    end = expected["t-0"][0]
+    # t-1's active segment holds two offsets (a transaction marker's among them): a lowered checkpoint stays above
+    # its base, where the listing alone would take it.
+    name, number = ("t-1", 1) if change == "checkpoint-behind" else ("t-0", 0)
+    partition = log_dir / name
+    end = expected[name][0]
     active_log = max(partition.glob("*.log"))
     if change == "cut-active-log":
         # The last batch (one record) cut after the shutdown: the log ends one offset lower.
@@ -177,20 +182,26 @@ def test_clean_startup_reads_the_active_segment_when_the_checkpoint_disagrees(tm
     elif change == "checkpoint-ahead":
         checkpoint = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
         points = checkpoint.read()
-        points[TopicPartition("t", 0)] = end + 5
+        points[TopicPartition("t", number)] = end + 5
         checkpoint.write(points)
-    elif change == "snapshot-missing":
-        max(partition.glob("*.snapshot")).unlink()
+    elif change == "checkpoint-behind":
+        # Lowered by hand after the shutdown, with the newest snapshot renamed to match: only the data tells.
+        checkpoint = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
+        points = checkpoint.read()
+        points[TopicPartition("t", number)] = end - 1
+        newest = max(partition.glob("*.snapshot"))
+        newest.rename(newest.with_name(f"{end - 1:020d}.snapshot"))
+        checkpoint.write(points)
     else:
         index = active_log.with_suffix(".index")
         os.utime(index)
     restarted = manager_for(log_dir, clock)
     restarted.startup()
     try:
-        log = restarted.get_log(TopicPartition("t", 0))
+        log = restarted.get_log(TopicPartition("t", number))
         assert log is not None
         assert log.log_end_offset == end
-        assert read_all(log) == [r for r in expected["t-0"][1] if r[0] < end]
+        assert read_all(log) == [r for r in expected[name][1] if r[0] < end]
         assert log.segments.active_segment.open_files != (), "the active segment was read"
         for other in restarted.all_logs():
             if other is not log:

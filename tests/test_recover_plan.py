@@ -252,6 +252,20 @@ def check_tree(plan: LogDirPlan, before: dict[str, bytes], after: dict[str, byte
     ),
     full=False,
 )
+# Bug: with the marker, a recovery point one below the log end and the newest snapshot named by it, the loader took
+# the log end from the checkpoint and the listing (7) once the plan had mended the dir, where the broker's loader
+# reads the active segment (8, as on the untouched dir with its .swap).
+@example(
+    spec=DirSpec(
+        segments=[
+            SegmentSpec(batches=[(1, 0, "plain")], tail=b"", cut=0, index="keep"),
+            SegmentSpec(batches=[(1, 0, "plain"), (1, 0, "plain")], tail=b"", cut=0, index="keep"),
+        ],
+        marker=True, recovery_point=0.875, log_start=0.0, epochs=[], snapshots=[0.875], leftovers=[], swap=0,
+        garbage=b"\x00",
+    ),
+    full=False,
+)
 def test_plan_then_apply_matches_prediction_and_the_broker_loader(spec: DirSpec, full: bool) -> None:
     with tempfile.TemporaryDirectory() as raw:
         root = Path(raw)

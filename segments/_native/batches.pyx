@@ -702,6 +702,28 @@ def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bin
     raise _locate_failure(&found, path)
 
 
+def next_offset_from(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t base_offset, path=None):
+    """Kafka's ``LogSegment.readNextOffset`` walk over the open file ``fd``: the offset after the last batch
+    between byte ``start`` (a batch start: an offset-index entry's position, or 0) and ``limit``, ``base_offset``
+    when none lies there. Reads batch headers only (one ``pread`` of at most 61 bytes per batch, GIL released over
+    the whole hop), with the walk's rule and errors (see :func:`locate_batch`; a legacy entry's offset is its
+    last). O(batches walked)."""
+    cdef _Located found
+    cdef int64_t next_offset = base_offset
+    cdef Py_ssize_t position = start
+    with nogil:
+        while True:
+            # The first batch at or after the position, whatever its offsets: each hop takes one batch.
+            _locate(fd, position, limit, _INT64_MIN, False, &found)
+            if found.status != LOCATE_FOUND:
+                break
+            next_offset = _sat_add(_sat_add(found.base, found.delta), 1)
+            position = found.position + found.total
+    if found.status == LOCATE_END:
+        return next_offset
+    raise _locate_failure(&found, path)
+
+
 cdef class TimestampAndOffset:
     """A record found by timestamp (:meth:`segments.log_segment.LogSegment.find_offset_by_timestamp`): its timestamp
     and offset. Immutable, compared and hashed by value; made by the compiled lookup without a Python-level
