@@ -877,7 +877,8 @@ def find_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time
     header hop to the first batch whose max timestamp is >= ``timestamp`` (:func:`locate_batch`), the read of that
     batch and the search of its records (CRC not checked, as Kafka's search does not): an uncompressed magic-2
     batch's records are scanned here (:func:`find_record_by_timestamp`, records above ``max_record_bytes``
-    refused), any other batch is handed to ``decode(position, batch bytes)``, which returns the answer or None.
+    refused), any other batch is handed to ``decode(position, batch bytes, timestamp, starting_offset, path)``
+    (a plain function: no closure made per lookup), which returns the answer or None.
     A batch without the answer continues the hop after it. The :class:`TimestampAndOffset` of the first record
     with timestamp >= ``timestamp`` and offset >= ``starting_offset``, or None (also when the file shrank under the
     read). Errors name ``path`` and the file position. O(log entries + batches skipped + the batches read), GIL
@@ -940,7 +941,7 @@ def find_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time
             if hit is not None:
                 return _timestamp_and_offset((<tuple>hit)[0], (<tuple>hit)[1])
         else:
-            hit = decode(found.position, data)
+            hit = decode(found.position, data, timestamp, starting_offset, path)
         if hit is not None:
             return hit
         start = found.position + found.total
