@@ -59,6 +59,7 @@ from segments._native.append import (
     AppendScan,
     scan_append,
 )
+from segments._native.fetch import FetchData
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError, SegmentClosedError
 from segments.file_records import FileBatch, iter_batches, open_no_follow
@@ -73,7 +74,6 @@ from segments.naming import (
     producer_snapshot_file,
 )
 from segments.records import (
-    DEFAULT_DECODE_LIMITS,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
     NO_TIMESTAMP,
@@ -146,21 +146,22 @@ class AbortedTransaction:
     first_offset: int
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class FetchDataInfo:
-    """What :meth:`Log.read` returns: whole batches starting with the one holding ``offset``, read from
-    ``path`` at byte ``position``; ``limits`` are the decode limits of the log's topic (never below its
-    ``max.message.bytes``, so a record the log accepted is always decoded). A value (compared and hashed by its
-    fields; read-only by convention): not frozen, as a frozen dataclass's construction costs as much as a
-    lookup."""
+class FetchDataInfo(FetchData):
+    """What :meth:`Log.read` returns: whole batches starting with the one holding ``offset`` (``records``), read
+    from ``path`` at byte ``position`` of the segment starting at ``segment_base_offset``; read_committed fetches
+    carry the ``aborted_transactions`` overlapping them (else None); ``limits`` are the decode limits of the log's
+    topic (never below its ``max.message.bytes``, so a record the log accepted is always decoded; default
+    :data:`~segments.records.DEFAULT_DECODE_LIMITS`). Constructed as ``FetchDataInfo(offset, records,
+    segment_base_offset, position, aborted_transactions=None, path=None, limits=...)``. An immutable value: its
+    fields are read-only, compared (with another ``FetchDataInfo``), hashed and shown by value; they live in the
+    compiled base :class:`~segments._native.fetch.FetchData`, built without Python-level code on every read."""
 
-    offset: int
-    records: bytes
-    segment_base_offset: int
-    position: int
-    aborted_transactions: tuple[AbortedTransaction, ...] | None = None
-    path: str | None = None
-    limits: DecodeLimits = DEFAULT_DECODE_LIMITS
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        @property
+        def aborted_transactions(self) -> tuple[AbortedTransaction, ...] | None: ...
 
     def batches(self) -> list[DefaultRecordBatch]:
         """The fetched batches (magic 2 views; legacy data is never appended by logmgr), as raw views: their

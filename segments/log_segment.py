@@ -157,6 +157,18 @@ def first_record_at_or_after(batch: RecordBatch, timestamp: int, starting_offset
     return None if hit is None else TimestampAndOffset(*hit)
 
 
+def _first_record_in_batch(
+    position: int, data: bytes, timestamp: int, starting_offset: int, path: str | os.PathLike[str] | None
+) -> TimestampAndOffset | None:
+    """:func:`first_record_at_or_after` over the bytes ``data`` of the batch at ``position`` of the ``.log`` at
+    ``path``, errors located there: the compressed and legacy batches of a timestamp lookup (the compiled
+    ``find_timestamp`` calls this plain function, so no closure is made per lookup). O(records scanned)."""
+    try:
+        return first_record_at_or_after(batch_view(data), timestamp, starting_offset)
+    except StorageFormatError as err:
+        raise err.at(path, position_base=position) from None
+
+
 _TIME_ENTRY = struct.Struct(">qi")
 """A time-index entry: timestamp, offset relative to the segment's base."""
 
@@ -708,19 +720,11 @@ class LogSegment:
             offset_index = self.offset_index
         base_offset = self.base_offset
         starting = base_offset if starting_offset is None else starting_offset
-        path = log._path
-
-        def decode(position: int, data: bytes) -> TimestampAndOffset | None:
-            # Compressed and legacy batches: decompressed (bounded) or decoded here.
-            try:
-                return first_record_at_or_after(batch_view(data), timestamp, starting)
-            except StorageFormatError as err:
-                raise err.at(path, position_base=position) from None
-
         return find_timestamp(
-            fd, log._size, path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
+            fd, log._size, log._path, time_index._mm, time_index._entries, time_index._path, offset_index._mm,
             offset_index._entries, offset_index._path, base_offset, time_index._WARM_ENTRIES,
-            offset_index._WARM_ENTRIES, timestamp, starting, DEFAULT_DECODE_LIMITS.max_record_bytes, decode,
+            offset_index._WARM_ENTRIES, timestamp, starting, DEFAULT_DECODE_LIMITS.max_record_bytes,
+            _first_record_in_batch,
         )
 
     def read_next_offset(self) -> int:

@@ -5,6 +5,7 @@ errors located in the ``.log``, the same position)."""
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 from collections.abc import Callable
@@ -513,7 +514,9 @@ def test_timestamp_find_matches_the_indexes_walk_and_record_layout(
     time_map = b"".join(struct.pack(">qi", t, r) for t, r in times)
     decoded: list[tuple[int, bytes]] = []
 
-    def decode(position: int, batch: bytes) -> None:
+    def decode(position: int, batch: bytes, target: int, start: int, named: str | os.PathLike[str] | None) -> None:
+        # The lookup's own arguments come along (the plain-function protocol: no closure per lookup).
+        assert (target, start, named) == (timestamp, starting, path)
         decoded.append((position, batch))
         return None
 

@@ -178,7 +178,7 @@ def find_timestamp(
     timestamp: int,
     starting_offset: int,
     max_record_bytes: int,
-    decode: Callable[[int, bytes], TimestampAndOffset | None],
+    decode: Callable[[int, bytes, int, int, str | PathLike[str] | None], TimestampAndOffset | None],
 ) -> TimestampAndOffset | None: ...
 def find_record_by_timestamp(
     region: Buffer,

@@ -16,6 +16,7 @@ Every read of a byte is bounds-checked against the window it lies in; hostile si
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from libc.errno cimport EINTR, EIO, errno
 from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -799,15 +800,31 @@ cdef class FetchSlice:
         )
 
 
-cdef bytes _read_range(int fd, Py_ssize_t position, Py_ssize_t size, path):
+cdef enum:
+    # A single read of at most this many bytes holds the GIL when its caller allows it (one read per call, not a
+    # walk's): a pread of a batch from the page cache costs about what releasing and retaking the GIL costs, and
+    # holding it keeps the caller's turn. Larger reads and a long hop's windows release it, so other threads run
+    # meanwhile.
+    _HELD_READ_MAX = 65536
+
+
+cdef bytes _read_range(int fd, Py_ssize_t position, Py_ssize_t size, path, bint may_hold):
     """Bytes ``[position, position + size)`` of the open file ``fd`` (short only when the file shrank under the
-    read), GIL released over the ``pread``; a failure raises ``OSError`` naming ``path`` and the range, as
-    :meth:`segments.file_records.FileRecords.read` does. O(size)."""
-    return _fetch_records(fd, b"", position, position, size, path)
+    read), GIL released over the ``pread`` unless ``may_hold`` and the read is small (:data:`_HELD_READ_MAX`); a
+    failure raises ``OSError`` naming ``path`` and the range, as :meth:`segments.file_records.FileRecords.read`
+    does. O(size)."""
+    return _fetch_records(fd, b"", position, position, size, path, may_hold)
 
 
-cdef int64_t _clamped(object value):
+cdef int64_t _clamped(object value) except? -1:
     # Headers and index fields are int64: a target beyond them compares like the nearest bound.
+    cdef int overflow = 0
+    cdef long long clamped
+    if type(value) is int:
+        clamped = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if overflow == 0:
+            return clamped
+        return _INT64_MAX if overflow > 0 else _INT64_MIN
     if value > _INT64_MAX:
         return _INT64_MAX
     if value < _INT64_MIN:
@@ -888,7 +905,8 @@ def find_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time
     header hop to the first batch whose max timestamp is >= ``timestamp`` (:func:`locate_batch`), the read of that
     batch and the search of its records (CRC not checked, as Kafka's search does not): an uncompressed magic-2
     batch's records are scanned here (:func:`find_record_by_timestamp`, records above ``max_record_bytes``
-    refused), any other batch is handed to ``decode(position, batch bytes)``, which returns the answer or None.
+    refused), any other batch is handed to ``decode(position, batch bytes, timestamp, starting_offset, path)``
+    (a plain function: no closure made per lookup), which returns the answer or None.
     A batch without the answer continues the hop after it. The :class:`TimestampAndOffset` of the first record
     with timestamp >= ``timestamp`` and offset >= ``starting_offset``, or None (also when the file shrank under the
     read). Errors name ``path`` and the file position. O(log entries + batches skipped + the batches read), GIL
@@ -929,7 +947,7 @@ def find_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time
             return None
         if found.status != LOCATE_FOUND:
             raise _locate_failure(&found, path)
-        data = _read_range(fd, found.position, found.total, path)
+        data = _read_range(fd, found.position, found.total, path, True)
         if PyBytes_GET_SIZE(data) < found.total:
             # The file shrank under this reader (a concurrent truncation): the log ends here.
             return None
@@ -951,7 +969,7 @@ def find_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time
             if hit is not None:
                 return _timestamp_and_offset((<tuple>hit)[0], (<tuple>hit)[1])
         else:
-            hit = decode(found.position, data)
+            hit = decode(found.position, data, timestamp, starting_offset, path)
         if hit is not None:
             return hit
         start = found.position + found.total
@@ -967,10 +985,10 @@ cdef enum:
 
 
 cdef bytes _fetch_records(int fd, bytes window, Py_ssize_t window_start, Py_ssize_t position, Py_ssize_t size,
-                          path):
+                          path, bint may_hold):
     """Bytes ``[position, position + size)`` of the file, taken from ``window`` (bytes read at ``window_start``,
     holding ``position``) as far as it reaches and read after it (short only when the file shrank under the
-    read). O(size)."""
+    read; the GIL held over the read when ``may_hold`` and it is small, see :data:`_HELD_READ_MAX`). O(size)."""
     cdef Py_ssize_t offset = position - window_start
     cdef Py_ssize_t have = PyBytes_GET_SIZE(window) - offset
     cdef bytes data
@@ -986,8 +1004,11 @@ cdef bytes _fetch_records(int fd, bytes window, Py_ssize_t window_start, Py_ssiz
     data = PyBytes_FromStringAndSize(NULL, size)
     buf = <uint8_t *>PyBytes_AS_STRING(data)
     memcpy(buf, PyBytes_AS_STRING(window) + offset, <size_t>have)
-    with nogil:
+    if may_hold and size - have <= _HELD_READ_MAX:
         err = _pread_full(fd, buf + have, size - have, position + have, &got)
+    else:
+        with nogil:
+            err = _pread_full(fd, buf + have, size - have, position + have, &got)
     if err != 0:
         raise OSError(
             err,
@@ -1063,7 +1084,9 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
                     wanted = _FETCH_WALK_WINDOW if guess < _FETCH_WALK_WINDOW else 0
                 reads += 1
                 length = min(file_size - position, max(need, wanted))
-                window = _read_range(fd, position, length, path)
+                # The first two windows are one read each (the batch found and its bytes, when the guess holds); a
+                # longer hop's windows release the GIL.
+                window = _read_range(fd, position, length, path, reads <= 2)
                 window_start = position
                 window_got = PyBytes_GET_SIZE(window)
                 window_short = window_got < length
@@ -1097,7 +1120,7 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     result.position = found.position
     result.size = size
     result.first_entry_incomplete = adjusted < found.total
-    result.records = _fetch_records(fd, window, window_start, found.position, size, path)
+    result.records = _fetch_records(fd, window, window_start, found.position, size, path, True)
     result.path = path
     return result
 
@@ -1116,41 +1139,48 @@ cdef struct _TimestampScan:
 cdef void _scan_timestamps(const uint8_t *data, size_t end, int32_t count, int64_t base_offset,
                            int64_t base_timestamp, bint append_time, int64_t append_timestamp, int64_t target,
                            int64_t starting_offset, int64_t max_record_bytes, _TimestampScan *out) noexcept nogil:
-    """The record loop of :func:`find_record_by_timestamp` (its status, and where and why it stopped)."""
+    """The record loop of :func:`find_record_by_timestamp` (its status, and where and why it stopped). The running
+    values live in locals and ``out`` is written once, where the loop stops (a store through the pointer at every
+    step cost a third of the loop)."""
     cdef size_t pos = 0
+    cdef size_t start = 0
     cdef size_t body_end
-    cdef int64_t timestamp
+    cdef int32_t body = 0
+    cdef int64_t timestamp_delta = 0
+    cdef int32_t offset_delta = 0
+    cdef int status = 0
     cdef int32_t i
-    out.status = 0
-    out.body = 0
-    out.timestamp_delta = 0
-    out.offset_delta = 0
     for i in range(max(count, 0)):
-        out.start = pos
-        if read_varint(data, end, &pos, &out.body) != WIRE_OK:
-            out.status = 2
-            return
-        if out.body > max_record_bytes:
-            out.status = 3
-            return
-        if out.body < 0 or <size_t>out.body > end - pos:
-            out.status = 4
+        start = pos
+        if read_varint(data, end, &pos, &body) != WIRE_OK:
+            status = 2
+            break
+        if body > max_record_bytes:
+            status = 3
+            break
+        if body < 0 or <size_t>body > end - pos:
+            status = 4
             out.left = end - pos
-            return
-        body_end = pos + <size_t>out.body
+            break
+        body_end = pos + <size_t>body
         if pos >= body_end:
-            out.status = 5
-            return
+            status = 5
+            break
         pos += 1  # attributes: unused
-        if read_varlong(data, body_end, &pos, &out.timestamp_delta) != WIRE_OK or \
-                read_varint(data, body_end, &pos, &out.offset_delta) != WIRE_OK:
-            out.status = 6
-            return
-        timestamp = append_timestamp if append_time else _sat_add(base_timestamp, out.timestamp_delta)
-        if timestamp >= target and _sat_add(base_offset, out.offset_delta) >= starting_offset:
-            out.status = 1
-            return
+        if read_varlong(data, body_end, &pos, &timestamp_delta) != WIRE_OK or \
+                read_varint(data, body_end, &pos, &offset_delta) != WIRE_OK:
+            status = 6
+            break
+        if (append_timestamp if append_time else _sat_add(base_timestamp, timestamp_delta)) >= target and \
+                _sat_add(base_offset, offset_delta) >= starting_offset:
+            status = 1
+            break
         pos = body_end
+    out.status = status
+    out.start = start
+    out.body = body
+    out.timestamp_delta = timestamp_delta
+    out.offset_delta = offset_delta
 
 
 cdef object _scan_answer(_TimestampScan *scan, int64_t base_offset, int64_t base_timestamp, log_append_time,

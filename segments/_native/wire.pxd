@@ -77,6 +77,17 @@ cdef inline int read_varint(const uint8_t *buf, size_t end, size_t *pos, int32_t
     cdef uint32_t raw = 0
     cdef int shift = 0
     cdef uint8_t b
+    # One- and two-byte values (record lengths below 8 KiB, the deltas of a batch's first 8,192 records) without
+    # the loop's shift and length checks: they are most of what record scans read.
+    if p + 1 < end and buf[p + 1] < 0x80:
+        if buf[p] < 0x80:
+            raw = buf[p]
+            pos[0] = p + 1
+        else:
+            raw = (<uint32_t>(buf[p] & 0x7F)) | (<uint32_t>buf[p + 1] << 7)
+            pos[0] = p + 2
+        out[0] = <int32_t>((raw >> 1) ^ (-(raw & 1)))
+        return WIRE_OK
     while True:
         if p >= end:
             return WIRE_TRUNCATED
@@ -93,11 +104,20 @@ cdef inline int read_varint(const uint8_t *buf, size_t end, size_t *pos, int32_t
     return WIRE_OK
 
 cdef inline int read_varlong(const uint8_t *buf, size_t end, size_t *pos, int64_t *out) noexcept nogil:
-    """Zig-zag varlong (int64), as :func:`read_varint` with at most 10 bytes."""
+    """Zig-zag varlong (int64), as :func:`read_varint` with at most 10 bytes (and its fast path)."""
     cdef size_t p = pos[0]
     cdef uint64_t raw = 0
     cdef int shift = 0
     cdef uint8_t b
+    if p + 1 < end and buf[p + 1] < 0x80:
+        if buf[p] < 0x80:
+            raw = buf[p]
+            pos[0] = p + 1
+        else:
+            raw = (<uint64_t>(buf[p] & 0x7F)) | (<uint64_t>buf[p + 1] << 7)
+            pos[0] = p + 2
+        out[0] = <int64_t>((raw >> 1) ^ (-(raw & 1)))
+        return WIRE_OK
     while True:
         if p >= end:
             return WIRE_TRUNCATED
