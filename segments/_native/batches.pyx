@@ -800,20 +800,12 @@ cdef class FetchSlice:
         )
 
 
-cdef enum:
-    # A single read of at most this many bytes holds the GIL when its caller allows it (one read per call, not a
-    # walk's): a pread of a batch from the page cache costs about what releasing and retaking the GIL costs, and
-    # holding it keeps the caller's turn. Larger reads and a long hop's windows release it, so other threads run
-    # meanwhile.
-    _HELD_READ_MAX = 65536
-
-
-cdef bytes _read_range(int fd, Py_ssize_t position, Py_ssize_t size, path, bint may_hold):
+cdef bytes _read_range(int fd, Py_ssize_t position, Py_ssize_t size, path):
     """Bytes ``[position, position + size)`` of the open file ``fd`` (short only when the file shrank under the
-    read), GIL released over the ``pread`` unless ``may_hold`` and the read is small (:data:`_HELD_READ_MAX`); a
+    read), GIL released over the ``pread`` (a page-cache miss waits for the disk: other threads run meanwhile); a
     failure raises ``OSError`` naming ``path`` and the range, as :meth:`segments.file_records.FileRecords.read`
     does. O(size)."""
-    return _fetch_records(fd, b"", position, position, size, path, may_hold)
+    return _fetch_records(fd, b"", position, position, size, path)
 
 
 cdef int64_t _clamped(object value) except? -1:
@@ -947,7 +939,7 @@ def find_timestamp(int fd, Py_ssize_t file_size, path, time_map, Py_ssize_t time
             return None
         if found.status != LOCATE_FOUND:
             raise _locate_failure(&found, path)
-        data = _read_range(fd, found.position, found.total, path, True)
+        data = _read_range(fd, found.position, found.total, path)
         if PyBytes_GET_SIZE(data) < found.total:
             # The file shrank under this reader (a concurrent truncation): the log ends here.
             return None
@@ -985,10 +977,10 @@ cdef enum:
 
 
 cdef bytes _fetch_records(int fd, bytes window, Py_ssize_t window_start, Py_ssize_t position, Py_ssize_t size,
-                          path, bint may_hold):
+                          path):
     """Bytes ``[position, position + size)`` of the file, taken from ``window`` (bytes read at ``window_start``,
     holding ``position``) as far as it reaches and read after it (short only when the file shrank under the
-    read; the GIL held over the read when ``may_hold`` and it is small, see :data:`_HELD_READ_MAX`). O(size)."""
+    read), GIL released over the read. O(size)."""
     cdef Py_ssize_t offset = position - window_start
     cdef Py_ssize_t have = PyBytes_GET_SIZE(window) - offset
     cdef bytes data
@@ -1004,11 +996,8 @@ cdef bytes _fetch_records(int fd, bytes window, Py_ssize_t window_start, Py_ssiz
     data = PyBytes_FromStringAndSize(NULL, size)
     buf = <uint8_t *>PyBytes_AS_STRING(data)
     memcpy(buf, PyBytes_AS_STRING(window) + offset, <size_t>have)
-    if may_hold and size - have <= _HELD_READ_MAX:
+    with nogil:
         err = _pread_full(fd, buf + have, size - have, position + have, &got)
-    else:
-        with nogil:
-            err = _pread_full(fd, buf + have, size - have, position + have, &got)
     if err != 0:
         raise OSError(
             err,
@@ -1084,9 +1073,7 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
                     wanted = _FETCH_WALK_WINDOW if guess < _FETCH_WALK_WINDOW else 0
                 reads += 1
                 length = min(file_size - position, max(need, wanted))
-                # The first two windows are one read each (the batch found and its bytes, when the guess holds); a
-                # longer hop's windows release the GIL.
-                window = _read_range(fd, position, length, path, reads <= 2)
+                window = _read_range(fd, position, length, path)
                 window_start = position
                 window_got = PyBytes_GET_SIZE(window)
                 window_short = window_got < length
@@ -1120,7 +1107,7 @@ def fetch_slice(int fd, Py_ssize_t file_size, path, index_map, Py_ssize_t index_
     result.position = found.position
     result.size = size
     result.first_entry_incomplete = adjusted < found.total
-    result.records = _fetch_records(fd, window, window_start, found.position, size, path, True)
+    result.records = _fetch_records(fd, window, window_start, found.position, size, path)
     result.path = path
     return result
 
