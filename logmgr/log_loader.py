@@ -44,14 +44,13 @@ from logmgr.log import _JITTER_RNG, Log, RecoveryStats, _synchronous
 from logmgr.log_segments import LogSegments
 from logmgr.producer_state import ProducerStateManager
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
-from segments._native.batches import next_offset_from
+from segments._native.batches import tail_next_offset
 from segments.errors import (
     CorruptIndexError,
     InvalidOffsetError,
     LogSegmentOffsetOverflowError,
     StorageFormatError,
 )
-from segments.file_records import open_no_follow
 from segments.java_numbers import INT64_MAX
 from segments.key_index import KEY_INDEX_SUFFIX
 from segments.log_segment import LogSegment
@@ -79,7 +78,6 @@ from segments.transactions import TransactionTracker
 
 logger = logging.getLogger("logmgr.loader")
 
-_INDEX_ENTRY_BYTES = 8  # an offset-index entry: relative offset and position, two int32
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -312,35 +310,16 @@ def _clean_log_end(
 def _tail_next_offset(
     active: LogSegment, log_entry: os.DirEntry[str], index_entry: os.DirEntry[str], config: LogConfig
 ) -> int | None:
-    """Kafka's ``readNextOffset`` of the active segment (the offset after its last batch) read without its objects:
-    the last entry of its trimmed ``.index`` by one ``pread``, then the batch headers from that entry's position
-    to the end of the ``.log`` (:func:`next_offset_from`); both files opened without following a link and closed
-    at once, nothing mapped. None when the tail is longer than what follows an index entry after a clean
-    shutdown (``index.interval.bytes`` plus one ``max.message.bytes`` batch), the entry does not point into the
-    ``.log``, or a read fails: the caller then reads through the segment's objects, which report the flaw.
-    O(batches after the last index entry)."""
-    log_size = log_entry.stat().st_size
-    index_size = index_entry.stat().st_size
-    position = 0
-    try:
-        if index_size >= _INDEX_ENTRY_BYTES:
-            fd = open_no_follow(index_entry.path, os.O_RDONLY)
-            try:
-                last_entry = os.pread(fd, _INDEX_ENTRY_BYTES, index_size - index_size % _INDEX_ENTRY_BYTES - 8)
-            finally:
-                os.close(fd)
-            if len(last_entry) < _INDEX_ENTRY_BYTES:
-                return None
-            position = int.from_bytes(last_entry[4:], "big", signed=True)
-        if not 0 <= position < log_size or log_size - position > config.index_interval_bytes + config.max_message_bytes:
-            return None
-        fd = open_no_follow(log_entry.path, os.O_RDONLY)
-        try:
-            return next_offset_from(fd, position, log_size, active.base_offset, log_entry.path)
-        finally:
-            os.close(fd)
-    except (OSError, StorageFormatError):
-        return None
+    """Kafka's ``readNextOffset`` of the active segment (the offset after its last batch) read without its objects
+    (:func:`tail_next_offset`: the last entry of its trimmed ``.index``, then the batch headers from there to the
+    end of the ``.log``, nothing mapped, both files closed at once). None when the tail is longer than what follows
+    an index entry after a clean shutdown (``index.interval.bytes`` plus one ``max.message.bytes`` batch), the
+    entry does not point into the ``.log``, or a read fails: the caller then reads through the segment's objects,
+    which report the flaw. O(batches after the last index entry)."""
+    return tail_next_offset(
+        index_entry.path, log_entry.path, index_entry.stat().st_size, log_entry.stat().st_size, active.base_offset,
+        config.index_interval_bytes + config.max_message_bytes,
+    )
 
 
 def _is_partition_temporary_target(name: str) -> bool:

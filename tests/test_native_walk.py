@@ -17,7 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segments._native.batches import find_record_by_timestamp, find_timestamp
+from segments._native.batches import (
+    find_record_by_timestamp,
+    find_timestamp,
+    next_offset_from,
+    tail_next_offset,
+)
 from segments.abstract_index import WARM_SECTION_BYTES
 from segments.errors import (
     CorruptIndexError,
@@ -300,6 +305,46 @@ def test_locate_batch_matches_the_walk(tmp_path: Path, data: bytes, start: int, 
         except CorruptRecordError as err:
             outcome = None, _error(err)
     assert outcome == ref_locate(data, start, target, by_timestamp)
+
+
+def ref_next_offset(data: bytes, start: int, base_offset: int) -> Outcome:
+    found, error = ref_walk(data, start, len(data))
+    if error is not None:
+        return None, error
+    next_offset = base_offset
+    for position, total in found:
+        next_offset = _last_and_timestamp(data[position : position + total])[0] + 1
+    return next_offset, None
+
+
+@_SETTINGS
+@given(data=logs(), start=st.integers(0, 64), entry=st.integers(-3, 70))
+def test_next_offset_reads_match_the_walk(tmp_path: Path, data: bytes, start: int, entry: int) -> None:
+    """Kafka's readNextOffset hop (what a load reads of the active segment) against the documented walk, from an
+    open file and from the files alone (an index whose last entry names the start; anything but a batch start
+    inside the .log, a flaw or a link answers None there)."""
+    path = tmp_path / "00000000000000000007.log"
+    path.write_bytes(data)
+    start = min(start, len(data))
+    with FileRecords(path) as log:
+        try:
+            outcome: Outcome = next_offset_from(log._descriptor(), start, len(data), 7, str(path)), None
+        except CorruptRecordError as err:
+            outcome = None, _error(err)
+    expected = ref_next_offset(data, start, 7)
+    assert outcome == expected
+    index = tmp_path / "00000000000000000007.index"
+    index.write_bytes(struct.pack(">ii", 0, 99) + struct.pack(">ii", 1, entry))
+    from_files = tail_next_offset(index, path, 16, len(data), 7, 1 << 20)
+    if 0 <= entry < len(data) and expected[1] is None and ref_walk(data, entry, len(data))[1] is None:
+        assert from_files == ref_next_offset(data, entry, 7)[0]
+    elif not 0 <= entry < len(data):
+        assert from_files is None
+    link = tmp_path / "link.index"
+    if not link.is_symlink():  # the directory serves every example
+        link.symlink_to(index)
+    assert tail_next_offset(link, path, 16, len(data), 7, 1 << 20) is None
+    assert tail_next_offset(index, path, 16, len(data), 7, len(data) - entry - 1) is None
 
 
 @_SETTINGS

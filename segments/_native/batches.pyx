@@ -20,12 +20,20 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from libc.errno cimport EINTR, EIO, errno
 from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from posix.fcntl cimport O_CLOEXEC, O_RDONLY, open
 from posix.types cimport off_t
-from posix.unistd cimport pread, pwrite
+from posix.unistd cimport close, pread, pwrite
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
 from segments._native.index cimport search_slot
 
+
+cdef extern from "Python.h":
+    bytes PyUnicode_EncodeFSDefault(object)
+
+cdef extern from "<fcntl.h>" nogil:
+    # Linux's; Cython's posix.fcntl does not declare it.
+    enum: O_NOFOLLOW
 
 cdef extern from "crc32c_batches.h" nogil:
     void logmgr_crc32c_many(const uint8_t *const *data, const size_t *length, uint32_t *out, int n)
@@ -703,6 +711,20 @@ def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bin
     raise _locate_failure(&found, path)
 
 
+cdef int64_t _next_offset_hop(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t base_offset,
+                              _Located *found) noexcept nogil:
+    """The walk of :func:`next_offset_from` (``found.status`` says how it ended)."""
+    cdef int64_t next_offset = base_offset
+    cdef Py_ssize_t position = start
+    while True:
+        # The first batch at or after the position, whatever its offsets: each hop takes one batch.
+        _locate(fd, position, limit, _INT64_MIN, False, found)
+        if found.status != LOCATE_FOUND:
+            return next_offset
+        next_offset = _sat_add(_sat_add(found.base, found.delta), 1)
+        position = found.position + found.total
+
+
 def next_offset_from(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t base_offset, path=None):
     """Kafka's ``LogSegment.readNextOffset`` walk over the open file ``fd``: the offset after the last batch
     between byte ``start`` (a batch start: an offset-index entry's position, or 0) and ``limit``, ``base_offset``
@@ -710,19 +732,54 @@ def next_offset_from(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t base_of
     the whole hop), with the walk's rule and errors (see :func:`locate_batch`; a legacy entry's offset is its
     last). O(batches walked)."""
     cdef _Located found
-    cdef int64_t next_offset = base_offset
-    cdef Py_ssize_t position = start
+    cdef int64_t next_offset
     with nogil:
-        while True:
-            # The first batch at or after the position, whatever its offsets: each hop takes one batch.
-            _locate(fd, position, limit, _INT64_MIN, False, &found)
-            if found.status != LOCATE_FOUND:
-                break
-            next_offset = _sat_add(_sat_add(found.base, found.delta), 1)
-            position = found.position + found.total
+        next_offset = _next_offset_hop(fd, start, limit, base_offset, &found)
     if found.status == LOCATE_END:
         return next_offset
     raise _locate_failure(&found, path)
+
+
+def tail_next_offset(index_path, log_path, Py_ssize_t index_size, Py_ssize_t log_size, int64_t base_offset,
+                     Py_ssize_t max_tail):
+    """:func:`next_offset_from` of a segment from its files alone, nothing mapped: the last entry of its trimmed
+    offset index (``index_size`` bytes) by one ``pread``, then the header hop from that entry's position to
+    ``log_size`` of the ``.log``; both opened without following a link and closed at once, the GIL released
+    throughout. None when the tail after the entry is longer than ``max_tail``, the entry does not point into the
+    ``.log``, or any call or header fails (a caller then reads through the segment's objects, which report the
+    flaw). O(batches after the last index entry)."""
+    cdef bytes index_name = PyUnicode_EncodeFSDefault(os.fspath(index_path))
+    cdef bytes log_name = PyUnicode_EncodeFSDefault(os.fspath(log_path))
+    cdef const char *index_c = index_name
+    cdef const char *log_c = log_name
+    cdef uint8_t entry[8]
+    cdef Py_ssize_t got = 0
+    cdef Py_ssize_t position = 0
+    cdef int64_t next_offset = -1
+    cdef int fd
+    cdef int err = 0
+    cdef _Located found
+    with nogil:
+        if index_size >= 8:
+            fd = open(index_c, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            if fd < 0:
+                err = 1
+            else:
+                err = _pread_full(fd, entry, 8, (index_size // 8 - 1) * 8, &got)
+                close(fd)
+                if err == 0 and got == 8:
+                    position = <int32_t>load_be32(entry + 4)
+                else:
+                    err = 1
+        if err == 0 and 0 <= position < log_size and log_size - position <= max_tail:
+            fd = open(log_c, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            if fd >= 0:
+                next_offset = _next_offset_hop(fd, position, log_size, base_offset, &found)
+                close(fd)
+                if found.status != LOCATE_END:
+                    next_offset = -1
+    # The hop saturates at int64 max: -1 (below any base) is free to mean "not read".
+    return None if next_offset < 0 else next_offset
 
 
 cdef class TimestampAndOffset:
