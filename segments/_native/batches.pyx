@@ -17,23 +17,15 @@ from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
-from libc.errno cimport EINTR, EIO, errno
 from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from posix.fcntl cimport O_CLOEXEC, O_RDONLY, open
-from posix.types cimport off_t
-from posix.unistd cimport close, pread, pwrite
+from posix.unistd cimport close
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
+from segments._native.fileio cimport O_NOFOLLOW, encoded_path, pread_full
 from segments._native.index cimport search_slot
 
-
-cdef extern from "Python.h":
-    bytes PyUnicode_EncodeFSDefault(object)
-
-cdef extern from "<fcntl.h>" nogil:
-    # Linux's; Cython's posix.fcntl does not declare it.
-    enum: O_NOFOLLOW
 
 cdef extern from "crc32c_batches.h" nogil:
     void logmgr_crc32c_many(const uint8_t *const *data, const size_t *length, uint32_t *out, int n)
@@ -584,22 +576,6 @@ cdef enum:
     LOCATE_IO_ERROR = 4
 
 
-cdef int _pread_full(int fd, uint8_t *buf, Py_ssize_t size, int64_t position, Py_ssize_t *got) noexcept nogil:
-    """Read up to ``size`` bytes at ``position`` (short only at the end of the file); 0 or the errno."""
-    cdef Py_ssize_t n
-    got[0] = 0
-    while got[0] < size:
-        n = pread(fd, buf + got[0], <size_t>(size - got[0]), <off_t>(position + got[0]))
-        if n < 0:
-            if errno == EINTR:
-                continue
-            return errno
-        if n == 0:
-            break
-        got[0] += n
-    return 0
-
-
 cdef struct _Located:
     int status
     int err
@@ -658,7 +634,7 @@ cdef void _locate(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bi
     cdef Py_ssize_t position = start
     cdef Py_ssize_t got = 0
     while limit - position > HEADER_SIZE_UP_TO_MAGIC:
-        out.err = _pread_full(fd, header, min(<Py_ssize_t>RECORD_BATCH_OVERHEAD, limit - position), position, &got)
+        out.err = pread_full(fd, header, min(<Py_ssize_t>RECORD_BATCH_OVERHEAD, limit - position), position, &got)
         if out.err != 0:
             out.status = LOCATE_IO_ERROR
             out.position = position
@@ -748,8 +724,8 @@ def tail_next_offset(index_path, log_path, Py_ssize_t index_size, Py_ssize_t log
     throughout. None when the tail after the entry is longer than ``max_tail``, the entry does not point into the
     ``.log``, or any call or header fails (a caller then reads through the segment's objects, which report the
     flaw). O(batches after the last index entry)."""
-    cdef bytes index_name = PyUnicode_EncodeFSDefault(os.fspath(index_path))
-    cdef bytes log_name = PyUnicode_EncodeFSDefault(os.fspath(log_path))
+    cdef bytes index_name = encoded_path(index_path)
+    cdef bytes log_name = encoded_path(log_path)
     cdef const char *index_c = index_name
     cdef const char *log_c = log_name
     cdef uint8_t entry[8]
@@ -765,7 +741,7 @@ def tail_next_offset(index_path, log_path, Py_ssize_t index_size, Py_ssize_t log
             if fd < 0:
                 err = 1
             else:
-                err = _pread_full(fd, entry, 8, (index_size // 8 - 1) * 8, &got)
+                err = pread_full(fd, entry, 8, (index_size // 8 - 1) * 8, &got)
                 close(fd)
                 if err == 0 and got == 8:
                     position = <int32_t>load_be32(entry + 4)
@@ -1054,7 +1030,7 @@ cdef bytes _fetch_records(int fd, bytes window, Py_ssize_t window_start, Py_ssiz
     buf = <uint8_t *>PyBytes_AS_STRING(data)
     memcpy(buf, PyBytes_AS_STRING(window) + offset, <size_t>have)
     with nogil:
-        err = _pread_full(fd, buf + have, size - have, position + have, &got)
+        err = pread_full(fd, buf + have, size - have, position + have, &got)
     if err != 0:
         raise OSError(
             err,

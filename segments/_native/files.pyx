@@ -7,21 +7,15 @@ words it."""
 
 import os
 
-from libc.errno cimport EINTR, ELOOP, errno
+from libc.errno cimport ELOOP, errno
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
 from posix.fcntl cimport O_CLOEXEC, O_CREAT, O_NONBLOCK, O_RDONLY, O_RDWR, open
 from posix.stat cimport S_ISREG, fstat, struct_stat
 from posix.types cimport off_t
-from posix.unistd cimport close, ftruncate, pread, pwrite
+from posix.unistd cimport close, ftruncate
 
-cdef extern from "Python.h":
-    bytes PyUnicode_EncodeFSDefault(object)
-
-
-cdef extern from "<fcntl.h>" nogil:
-    # Linux's; Cython's posix.fcntl does not declare it.
-    enum: O_NOFOLLOW
+from segments._native.fileio cimport O_NOFOLLOW, encoded_path, pread_full, pwrite_full
 
 
 cdef enum _Step:
@@ -42,36 +36,6 @@ cdef struct _Outcome:
     # The file starts with the bytes compared (``found`` bytes read, up to one more than compared).
     bint starts_with
     Py_ssize_t found
-
-
-cdef Py_ssize_t _read_prefix(int fd, char *buffer, Py_ssize_t size) noexcept nogil:
-    """Up to ``size`` bytes from the start of ``fd`` into ``buffer`` (short only at the end of the file); -1 with
-    ``errno`` set on failure."""
-    cdef Py_ssize_t got = 0, n
-    while got < size:
-        n = pread(fd, buffer + got, <size_t>(size - got), <off_t>got)
-        if n < 0:
-            if errno == EINTR:
-                continue
-            return -1
-        if n == 0:
-            break
-        got += n
-    return got
-
-
-cdef bint _write_all(int fd, const char *data, Py_ssize_t size) noexcept nogil:
-    """Write all ``size`` bytes at the start of ``fd``, continuing after short writes; False with ``errno`` set on
-    failure."""
-    cdef Py_ssize_t done = 0, n
-    while done < size:
-        n = pwrite(fd, data + done, <size_t>(size - done), <off_t>done)
-        if n < 0:
-            if errno == EINTR:
-                continue
-            return False
-        done += n
-    return True
 
 
 cdef void _compare(int fd, const char *data, Py_ssize_t size, bint require_regular, _Outcome *out) noexcept nogil:
@@ -95,10 +59,9 @@ cdef void _compare(int fd, const char *data, Py_ssize_t size, bint require_regul
     if buffer == NULL:
         out.step = _MEMORY
         return
-    got = _read_prefix(fd, buffer, size + 1)
-    if got < 0:
+    out.error = pread_full(fd, buffer, size + 1, 0, &got)
+    if out.error != 0:
         out.step = _READ
-        out.error = errno
     else:
         out.found = got
         out.starts_with = got >= size and memcmp(buffer, data, <size_t>size) == 0
@@ -114,9 +77,9 @@ cdef void _write_if_different(const char *path, const char *data, Py_ssize_t siz
         return
     _compare(fd, data, size, False, out)
     if out.step == _OK and not out.starts_with:
-        if not _write_all(fd, data, size):
+        out.error = pwrite_full(fd, data, size, 0)
+        if out.error != 0:
             out.step = _WRITE
-            out.error = errno
     if out.step == _OK and out.found > size:
         # A longer file (an active segment's preallocated index): cut to the bytes.
         if ftruncate(fd, <off_t>size) != 0:
@@ -125,15 +88,6 @@ cdef void _write_if_different(const char *path, const char *data, Py_ssize_t siz
     if close(fd) != 0 and out.step == _OK:
         out.step = _CLOSE
         out.error = errno
-
-
-cdef bytes _encoded(path):
-    """``os.fsencode(path)`` without its Python-level call for a ``str`` (a recovery's case)."""
-    cdef bytes encoded = PyUnicode_EncodeFSDefault(path) if isinstance(path, str) else os.fsencode(path)
-    if b"\0" in encoded:
-        # The C call would stop at it, naming another file (os.open refuses it the same way).
-        raise ValueError(f"embedded null byte in path {path!r}")
-    return encoded
 
 
 cdef object _failure(_Outcome *out, path, Py_ssize_t size):
@@ -160,7 +114,7 @@ def open_for_reading(path):
     """``(descriptor, size)`` of the file at ``path`` opened read-only (never through a link), its size from one
     ``fstat``: two system calls in one compiled call. The caller closes the descriptor. A link raises
     ``OSError(ELOOP)`` saying so, other failures ``OSError`` naming the file. O(1), no GIL held."""
-    cdef bytes encoded = _encoded(path)
+    cdef bytes encoded = encoded_path(path)
     cdef const char *c_path = encoded
     cdef struct_stat info
     cdef _Outcome out
@@ -185,7 +139,7 @@ def write_if_different(path, bytes data):
     are read and compared first and written only when they differ, then a longer file is cut to ``len(data)``. A
     file that already holds them is not modified at all (no dirty page, no new modification time).
     O(len(data)), no GIL held."""
-    cdef bytes encoded = _encoded(path)
+    cdef bytes encoded = encoded_path(path)
     cdef const char *c_path = encoded
     cdef const char *c_data = data
     cdef Py_ssize_t size = len(data)
@@ -200,7 +154,7 @@ def holds(path, bytes data):
     """Whether a regular file at ``path`` (never a link; a FIFO is opened without blocking and is not one) holds
     exactly ``data``; False when none can be opened there. A read that fails raises ``OSError`` naming the file.
     O(len(data)), no GIL held."""
-    cdef bytes encoded = _encoded(path)
+    cdef bytes encoded = encoded_path(path)
     cdef const char *c_path = encoded
     cdef const char *c_data = data
     cdef Py_ssize_t size = len(data)

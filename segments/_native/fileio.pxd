@@ -1,0 +1,59 @@
+# cython: language_level=3
+"""Descriptor I/O shared by the compiled modules: whole-range ``pread``/``pwrite`` loops (errno results, no GIL, no
+Python object) and a path's file-system bytes for ``open(2)``. Files are opened with ``O_NOFOLLOW``: Kafka never
+links files in a log dir, and following one would read or write outside it."""
+
+from libc.errno cimport EINTR, errno
+from libc.stdint cimport int64_t
+from posix.types cimport off_t
+from posix.unistd cimport pread, pwrite
+
+
+cdef extern from "Python.h":
+    bytes PyUnicode_EncodeFSDefault(object)
+    object PyOS_FSPath(object)
+
+cdef extern from "<fcntl.h>" nogil:
+    # Linux's; Cython's posix.fcntl does not declare it.
+    enum: O_NOFOLLOW
+
+
+cdef inline int pread_full(int fd, void *buf, Py_ssize_t size, int64_t position, Py_ssize_t *got) noexcept nogil:
+    """Read up to ``size`` bytes at ``position`` into ``buf`` (``got`` of them: short only at the end of the file),
+    continuing after short reads; 0 or the errno."""
+    cdef Py_ssize_t n
+    got[0] = 0
+    while got[0] < size:
+        n = pread(fd, <char *>buf + got[0], <size_t>(size - got[0]), <off_t>(position + got[0]))
+        if n < 0:
+            if errno == EINTR:
+                continue
+            return errno
+        if n == 0:
+            break
+        got[0] += n
+    return 0
+
+
+cdef inline int pwrite_full(int fd, const void *data, Py_ssize_t size, int64_t position) noexcept nogil:
+    """Write all ``size`` bytes of ``data`` at ``position``, continuing after short writes; 0 or the errno."""
+    cdef Py_ssize_t done = 0, n
+    while done < size:
+        n = pwrite(fd, <const char *>data + done, <size_t>(size - done), <off_t>(position + done))
+        if n < 0:
+            if errno == EINTR:
+                continue
+            return errno
+        done += n
+    return 0
+
+
+cdef inline bytes encoded_path(path):
+    """``os.fsencode(path)`` without its Python-level call (a path-like object's ``__fspath__``, a ``str`` encoded
+    as the file system wants), refusing an embedded NUL byte: the C call would stop at it, naming another file
+    (``os.open`` refuses it the same way)."""
+    cdef object raw = PyOS_FSPath(path)
+    cdef bytes encoded = PyUnicode_EncodeFSDefault(raw) if isinstance(raw, str) else <bytes?>raw
+    if b"\0" in encoded:
+        raise ValueError(f"embedded null byte in path {path!r}")
+    return encoded
