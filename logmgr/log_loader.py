@@ -112,9 +112,11 @@ def load_log(
 
     ``recovery_point_written_ns``: when the recovery-point checkpoint ``recovery_point`` comes from was written
     (its modification time). After a clean shutdown, a log whose active segment files are older than it takes its
-    log end offset from the listing and that checkpoint (:func:`_clean_log_end`), so a clean load opens no segment
-    file and maps no index: every file opens on first use, the active segment's indexes growing to
-    ``segment.index.bytes`` then (Kafka's lazy index). Without it the active segment's last batches are read.
+    log end offset from the listing and that checkpoint once the active segment's last batch headers confirm it
+    (:func:`_clean_log_end`: one ``pread`` of the last ``.index`` entry and a header hop to the end of the ``.log``,
+    both files closed at once), so a clean load keeps no segment file open and maps no index: every file opens
+    on first use, the active segment's indexes growing to ``segment.index.bytes`` then (Kafka's lazy index).
+    Otherwise the active segment's last batches are read through its objects.
 
     The producer snapshots the load writes (Kafka's, one after each recovered segment and those of the rebuild)
     are written without fsync, as are a recovered segment's rebuilt indexes and truncated ``.log``, and made durable
