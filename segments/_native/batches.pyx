@@ -687,18 +687,26 @@ def locate_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t target, bin
     raise _locate_failure(&found, path)
 
 
-cdef int64_t _next_offset_hop(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t base_offset,
-                              _Located *found) noexcept nogil:
-    """The walk of :func:`next_offset_from` (``found.status`` says how it ended)."""
-    cdef int64_t next_offset = base_offset
+cdef bint _last_batch(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t *base, int32_t *delta,
+                      _Located *found) noexcept nogil:
+    """The walk of :func:`next_offset_from`: whether a batch lies between ``start`` and ``limit``, the last one's base
+    offset and last offset delta in ``base`` and ``delta`` (``found.status`` says how the walk ended)."""
+    cdef bint any_batch = False
     cdef Py_ssize_t position = start
     while True:
         # The first batch at or after the position, whatever its offsets: each hop takes one batch.
         _locate(fd, position, limit, _INT64_MIN, False, found)
         if found.status != LOCATE_FOUND:
-            return next_offset
-        next_offset = _sat_add(_sat_add(found.base, found.delta), 1)
+            return any_batch
+        any_batch = True
+        base[0] = found.base
+        delta[0] = found.delta
         position = found.position + found.total
+
+
+cdef object _after(bint any_batch, int64_t base, int32_t delta, int64_t base_offset):
+    # Summed as Python ints: a hostile header's last offset may lie at or past int64's end, as Kafka's long wraps.
+    return <object>base + <object>delta + 1 if any_batch else base_offset
 
 
 def next_offset_from(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t base_offset, path=None):
@@ -708,11 +716,13 @@ def next_offset_from(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t base_of
     the whole hop), with the walk's rule and errors (see :func:`locate_batch`; a legacy entry's offset is its
     last). O(batches walked)."""
     cdef _Located found
-    cdef int64_t next_offset
+    cdef int64_t base = 0
+    cdef int32_t delta = 0
+    cdef bint any_batch
     with nogil:
-        next_offset = _next_offset_hop(fd, start, limit, base_offset, &found)
+        any_batch = _last_batch(fd, start, limit, &base, &delta, &found)
     if found.status == LOCATE_END:
-        return next_offset
+        return _after(any_batch, base, delta, base_offset)
     raise _locate_failure(&found, path)
 
 
@@ -731,7 +741,10 @@ def tail_next_offset(index_path, log_path, Py_ssize_t index_size, Py_ssize_t log
     cdef uint8_t entry[8]
     cdef Py_ssize_t got = 0
     cdef Py_ssize_t position = 0
-    cdef int64_t next_offset = -1
+    cdef int64_t base = 0
+    cdef int32_t delta = 0
+    cdef bint any_batch = False
+    cdef bint read = False
     cdef int fd
     cdef int err = 0
     cdef _Located found
@@ -750,12 +763,10 @@ def tail_next_offset(index_path, log_path, Py_ssize_t index_size, Py_ssize_t log
         if err == 0 and 0 <= position < log_size and log_size - position <= max_tail:
             fd = open(log_c, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
             if fd >= 0:
-                next_offset = _next_offset_hop(fd, position, log_size, base_offset, &found)
+                any_batch = _last_batch(fd, position, log_size, &base, &delta, &found)
                 close(fd)
-                if found.status != LOCATE_END:
-                    next_offset = -1
-    # The hop saturates at int64 max: -1 (below any base) is free to mean "not read".
-    return None if next_offset < 0 else next_offset
+                read = found.status == LOCATE_END
+    return _after(any_batch, base, delta, base_offset) if read else None
 
 
 cdef class TimestampAndOffset:
