@@ -462,8 +462,7 @@ def _open_segments(
     # Names as Kafka writes them (20 ASCII digits, then the suffix) are parsed and matched in bulk; any other
     # name goes through offset_from_file_name one by one.
     joined = "".join(stems)
-    canonical = len(joined) == _NAME_DIGITS * len(stems) and joined.isascii() and joined.isdigit()
-    canonical = canonical and all(len(stem) == _NAME_DIGITS for stem in stems)
+    canonical = all(len(stem) == _NAME_DIGITS for stem in stems) and joined.isascii() and joined.isdigit()
     bases = list(map(int, stems)) if canonical else []
     if not canonical or (bases and bases[-1] > INT64_MAX):
         bases = [offset_from_file_name(name) for name in log_names]
@@ -630,7 +629,8 @@ class _LoadContext:
         self._recovered = (segment, next_offset, following)
         self.take_snapshot(self.producer_state)
         if following is not None:
-            # Not the last segment. Recovery opened its files; nobody reads the log yet, so let inactive segments reopen them lazily.
+            # Not the last segment. Recovery opened its files; nobody reads the log yet, so let inactive segments
+            # reopen them lazily.
             segment.release()
         self.stats.recovered_segments += 1
         self.stats.truncated_bytes += truncated
