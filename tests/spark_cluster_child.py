@@ -21,7 +21,7 @@ def executor_probe(_: Any) -> Any:
     """Where this Python worker runs and which compiled core it imports (the .so file, not source)."""
     import segments._native.crc as native
 
-    yield (os.getpid(), os.getppid(), native.__file__, native.uses_hardware())
+    yield (os.getpid(), os.getppid(), native.__file__, native.kernel())
 
 
 def main(master: str, log_dir: str) -> None:

@@ -3,12 +3,7 @@
 
 from libc.stdint cimport uint32_t
 
-from segments._native.crc32c cimport (
-    logmgr_crc32c,
-    logmgr_crc32c_init,
-    logmgr_crc32c_portable,
-    logmgr_crc32c_uses_hardware,
-)
+from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_by, logmgr_crc32c_init, logmgr_crc32c_kernel
 
 logmgr_crc32c_init()
 
@@ -33,14 +28,26 @@ def crc32c(data, unsigned int crc=0):
     return result
 
 
-def crc32c_portable(data, unsigned int crc=0):
-    """The table-driven implementation whatever the processor: tests compare it with :func:`crc32c`. O(len)."""
+# The kernels' names, by their number in crc32c.h (slowest first).
+_KERNELS = ("portable", "sse4.2", "fold")
+
+
+def kernel():
+    """The name of the kernel :func:`crc32c` runs on: "fold" (AVX-512 VPCLMULQDQ, from 256 bytes), "sse4.2" (the
+    CRC32 instruction) or "portable" (tables). O(1)."""
+    return _KERNELS[logmgr_crc32c_kernel]
+
+
+def kernels():
+    """Every kernel this processor runs, fastest first: tests compare each with a reference. O(1)."""
+    return _KERNELS[logmgr_crc32c_kernel::-1]
+
+
+def crc32c_by(str name, data, unsigned int crc=0):
+    """:func:`crc32c` on the kernel ``name`` (one of :func:`kernels`, else ``ValueError``). O(len(data))."""
+    if name not in kernels():
+        raise ValueError(f"CRC-32C kernel {name!r} is not one of this processor's {kernels()}")
     cdef const unsigned char[::1] view = data
     if view.shape[0] == 0:
         return crc
-    return logmgr_crc32c_portable(crc, &view[0], view.shape[0])
-
-
-def uses_hardware():
-    """Whether :func:`crc32c` runs on the processor's CRC32 instruction. O(1)."""
-    return bool(logmgr_crc32c_uses_hardware())
+    return logmgr_crc32c_by(_KERNELS.index(name), crc, &view[0], view.shape[0])

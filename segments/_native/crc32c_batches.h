@@ -3,7 +3,8 @@
  * A batch of a few KiB is too short for crc32c.h's long 3-way pass and pays the "shift by N zero bytes" fold of
  * the short pass every 768 bytes. Three *different* batches are independent streams with nothing to fold: their
  * common length runs through the CRC32 instruction interleaved (latency 3, throughput 1 per cycle), then each
- * finishes alone. Without SSE4.2 each buffer goes through logmgr_crc32c.
+ * finishes alone. With the fold kernel, or without SSE4.2, each buffer goes through logmgr_crc32c: one fold pass
+ * outruns three interleaved CRC32 streams.
  */
 #ifndef LOGMGR_CRC32C_BATCHES_H
 #define LOGMGR_CRC32C_BATCHES_H
@@ -38,7 +39,7 @@ __attribute__((target("sse4.2"))) static void logmgr_crc32c_hw_three(const unsig
 static void logmgr_crc32c_many(const unsigned char *const *data, const size_t *len, uint32_t *out, int n) {
     int i = 0;
 #ifdef LOGMGR_CRC32C_HAVE_HW
-    if (logmgr_crc32c_hw)
+    if (logmgr_crc32c_kernel == LOGMGR_CRC32C_SSE42)
         for (; i + 3 <= n; i += 3) logmgr_crc32c_hw_three(data + i, len + i, out + i);
 #endif
     for (; i < n; i++) out[i] = logmgr_crc32c(0, data[i], len[i]);
