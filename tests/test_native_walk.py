@@ -266,8 +266,9 @@ def test_crc_of_a_changed_bytearray_is_recomputed() -> None:
 
 
 def test_crc_runs_cover_every_batch_of_a_window(tmp_path: Path) -> None:
-    """Batches checked out of order, and windows holding hundreds of batches (several CRC runs)."""
-    batches = [build_batch([SimpleRecord(bytes([n % 251]) * (n % 90))], base_offset=n) for n in range(700)]
+    """Batches checked out of order, and windows holding hundreds of batches (several CRC runs), short and long
+    ones mixed (a run folds the batches of 256 bytes and more alone and interleaves the others three at a time)."""
+    batches = [build_batch([SimpleRecord(bytes([n % 251]) * (n * 37 % 600))], base_offset=n) for n in range(700)]
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(b"".join(batches))
     with FileRecords(path) as log:
