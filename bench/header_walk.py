@@ -4,7 +4,9 @@ Measured over one generated segment, page cache warm (the file is read once befo
 
 * plain read: ``os.pread`` in 8 MiB calls, bytes discarded;
 * raw crc32c, whole chunks: the same reads plus ``crc32c`` over each whole 8 MiB chunk (the physical limit of
-  read + checksum, no batch structure at all);
+  read + checksum, no batch structure at all; the issue's peer, the ``crc32c`` package);
+* the same with the compiled core's own CRC-32C kernel (``segments._native.crc``; AVX-512 folding where the
+  processor has it, faster than the package): the limit our walk's CRC could reach;
 * minimal batch loop: the same reads, each batch's length parsed with ``struct`` and ``crc32c`` computed over its
   CRC-covered range ``[21, size)`` and compared with the stored CRC, no objects built (the floor for any
   per-batch Python loop);
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +40,8 @@ from _common import (
 )
 from crc32c import crc32c
 
+from segments._native.crc import crc32c as core_crc32c
+from segments._native.crc import kernel as core_crc_kernel
 from segments.file_records import FileRecords
 from segments.records import ATTRIBUTES_OFFSET, CRC_OFFSET, LOG_OVERHEAD
 
@@ -54,8 +59,8 @@ def walk_ours(path: Path) -> int:
     return count
 
 
-def crc_whole_chunks(path: Path) -> int:
-    """Read in 8 MiB ``pread`` calls and crc32c every whole chunk; returns bytes read. O(size)."""
+def crc_whole_chunks(path: Path, checksum: Callable[[bytes], int] = crc32c) -> int:
+    """Read in 8 MiB ``pread`` calls and ``checksum`` every whole chunk; returns bytes read. O(size)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         total = 0
@@ -63,7 +68,7 @@ def crc_whole_chunks(path: Path) -> int:
             data = os.pread(fd, READ_CHUNK, total)
             if not data:
                 return total
-            crc32c(data)
+            checksum(data)
             total += len(data)
     finally:
         os.close(fd)
@@ -101,12 +106,13 @@ def crc_minimal_loop(path: Path) -> int:
 
 @dataclass(frozen=True, slots=True)
 class HeaderWalkResult:
-    """Best-of timings (seconds) of the four passes over one segment."""
+    """Best-of timings (seconds) of the five passes over one segment."""
 
     segment: Segment
     runs: int
     plain_read_s: float
     crc_whole_s: float
+    core_crc_whole_s: float
     crc_minimal_s: float
     ours_s: float
 
@@ -122,6 +128,7 @@ class HeaderWalkResult:
         for name, seconds in (
             ("plain read (pread 8 MiB)", self.plain_read_s),
             ("raw crc32c, whole 8 MiB chunks (read + crc)", self.crc_whole_s),
+            (f"same, the core's CRC-32C ({core_crc_kernel()} kernel)", self.core_crc_whole_s),
             ("minimal batch loop (read + length + crc per batch)", self.crc_minimal_s),
             ("ours: FileRecords.batches() + ensure_valid()", self.ours_s),
         ):
@@ -144,6 +151,7 @@ class HeaderWalkResult:
                 table(["pass", "seconds", "MB/s", "batches/s", "x raw crc"], rows),
                 "",
                 f"ratio ours / raw crc32c (whole chunks) = {self.ratio_ours_to_raw_crc:.3f}",
+                f"ratio ours / raw CRC-32C of the core's kernel = {self.core_crc_whole_s / self.ours_s:.3f}",
                 f"ratio ours / minimal batch loop = {self.crc_minimal_s / self.ours_s:.3f}",
                 f"our overhead over the minimal loop: {per_batch_us:.2f} us per batch",
             ]
@@ -159,16 +167,17 @@ class HeaderWalkResult:
 
 
 def measure(seg: Segment, runs: int) -> HeaderWalkResult:
-    """Warm the page cache, check every pass sees the whole file, then time the four passes. O(runs * size)."""
+    """Warm the page cache, check every pass sees the whole file, then time the five passes. O(runs * size)."""
     if read_all(seg.path) != seg.size_bytes:
         raise AssertionError(f"{seg.path} is not {seg.size_bytes} bytes")
     if walk_ours(seg.path) != seg.batches or crc_minimal_loop(seg.path) != seg.batches:
         raise AssertionError("a walk did not see every batch")
     plain, _ = best_of(lambda: read_all(seg.path), runs)
     whole, _ = best_of(lambda: crc_whole_chunks(seg.path), runs)
+    core_whole, _ = best_of(lambda: crc_whole_chunks(seg.path, core_crc32c), runs)
     minimal, _ = best_of(lambda: crc_minimal_loop(seg.path), runs)
     ours, _ = best_of(lambda: walk_ours(seg.path), runs)
-    return HeaderWalkResult(seg, runs, plain, whole, minimal, ours)
+    return HeaderWalkResult(seg, runs, plain, whole, core_whole, minimal, ours)
 
 
 def run(args: argparse.Namespace) -> HeaderWalkResult:
