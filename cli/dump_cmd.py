@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import click
+from click.decorators import FC
 
 from cli.common import one_line_errors
 from cli.config_options import ConfigOptions, topic_decode_limits
@@ -66,6 +67,19 @@ def _decoder_class(value: str | None, option: str) -> bool:
             "default) is available"
         )
     return True
+
+
+def _decoder_class_option(side: str) -> Callable[[FC], FC]:
+    """Kafka's ``--key-decoder-class`` or ``--value-decoder-class`` option (``side``: key or value), checked by
+    :func:`_decoder_class`. O(1)."""
+    return click.option(
+        f"--{side}-decoder-class",
+        is_flag=False,
+        flag_value=STRING_DECODER,
+        default=None,
+        metavar="CLASS",
+        help=f"Kafka's {side} decoder; only {STRING_DECODER} (the default) exists here. Implies --print-data-log.",
+    )
 
 
 def _files(file_lists: tuple[str, ...], files: tuple[Path, ...]) -> list[str | Path]:
@@ -166,22 +180,8 @@ def _files(file_lists: tuple[str, ...], files: tuple[Path, ...]) -> list[str | P
     "size ('...[truncated from N bytes]', or keyTruncatedFrom/valueTruncatedFrom in --json).",
 )
 @decode_limit_options
-@click.option(
-    "--key-decoder-class",
-    is_flag=False,
-    flag_value=STRING_DECODER,
-    default=None,
-    metavar="CLASS",
-    help=f"Kafka's key decoder; only {STRING_DECODER} (the default) exists here. Implies --print-data-log.",
-)
-@click.option(
-    "--value-decoder-class",
-    is_flag=False,
-    flag_value=STRING_DECODER,
-    default=None,
-    metavar="CLASS",
-    help=f"Kafka's value decoder; only {STRING_DECODER} (the default) exists here. Implies --print-data-log.",
-)
+@_decoder_class_option("key")
+@_decoder_class_option("value")
 @click.option(
     "--remote-log-metadata-decoder",
     is_flag=True,

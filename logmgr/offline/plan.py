@@ -77,6 +77,35 @@ def _storage_error(path: Path, action: str, err: OSError) -> KafkaStorageError:
     return KafkaStorageError(f"{path}: {action} failed: {err.strerror or err}")
 
 
+def _require_size(path: Path, size: int | None) -> None:
+    """Raise PlanStaleError unless ``path`` is still as planned: absent for ``size`` None, a regular file of any
+    size for :data:`UNKNOWN_SIZE` (a file an earlier action of the same plan rebuilds), else a regular file of
+    ``size`` bytes. O(1) (one lstat)."""
+    found = _regular_size(path)
+    if size is None:
+        if found is not None:
+            raise _stale(path, "is no longer absent")
+    elif found is None or (size != UNKNOWN_SIZE and found != size):
+        raise _stale(path, f"is no longer a file of {size} bytes")
+
+
+def _require_absent(path: Path) -> None:
+    """Raise PlanStaleError when something appeared at ``path``, planned to be created or renamed onto. O(1)."""
+    if _regular_size(path) is not None:
+        raise _stale(path, "exists")
+
+
+def _fsync_and_close(fd: int, path: Path) -> None:
+    """fsync then close ``fd`` (open on ``path``), whatever happens; a failed fsync raises KafkaStorageError.
+    O(dirty pages of the file)."""
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        raise _storage_error(path, "fsync", err) from err
+    finally:
+        os.close(fd)
+
+
 class Action(ABC):
     """One change to a log dir: what, why, how many bytes; checked and applied on its own. Subclasses are frozen
     dataclasses whose ``path``-like fields are relative to the log dir."""
@@ -152,12 +181,7 @@ class CreateEmptySegment(Action):
                 raise _stale(path, "exists") from None
             except OSError as err:
                 raise _storage_error(path, "creating the segment file", err) from err
-            try:
-                os.fsync(fd)
-            except OSError as err:
-                raise _storage_error(path, "fsync", err) from err
-            finally:
-                os.close(fd)
+            _fsync_and_close(fd, path)
         _fsync_dir(log_dir / self.partition)
 
 
@@ -200,10 +224,7 @@ class DeleteFiles(Action):
         directory = log_dir / self.partition
         renamed: list[Path] = []
         for name, size in self.files:
-            path = directory / name
-            found = _regular_size(path)
-            if found is None or (size != UNKNOWN_SIZE and found != size):
-                raise _stale(path, f"is no longer a file of {size} bytes")
+            _require_size(directory / name, size)
         for name, _ in self.files:
             path = directory / name
             target = directory / (name + DELETED_SUFFIX)
@@ -287,10 +308,8 @@ class RenameFile(Action):
 
     def apply(self, log_dir: Path) -> None:
         source, target = log_dir / self.path, log_dir / self.target
-        if _regular_size(source) != self.size:
-            raise _stale(source, f"is no longer a file of {self.size} bytes")
-        if _regular_size(target) is not None:
-            raise _stale(target, "exists")
+        _require_size(source, self.size)
+        _require_absent(target)
         try:
             os.rename(source, target)
         except OSError as err:
@@ -392,8 +411,7 @@ class RebuildIndexes(Action):
 
         directory = log_dir / self.partition
         for name, size in self.index_files:
-            if _regular_size(directory / name) != size:
-                raise _stale(directory / name, f"is no longer a file of {size} bytes")
+            _require_size(directory / name, size)
         try:
             rebuild_segment_indexes(directory, self.base_offset, index_interval_bytes=self.index_interval_bytes)
         except OSError as err:
@@ -452,15 +470,12 @@ class SplitSegment(Action):
 
         directory = log_dir / self.partition
         source = log_file(directory, self.base_offset)
-        if _regular_size(source) != self.size:
-            raise _stale(source, f"is no longer a file of {self.size} bytes")
+        _require_size(source, self.size)
         split = OverflowSplit(directory, self.base_offset, self.position, self.new_base_offset, self.size, self.mtime_ns)
         for base in (self.base_offset, self.new_base_offset):
             for path in (log_file(directory, base, CLEANED_SUFFIX), log_file(directory, base, SWAP_SUFFIX)):
-                if _regular_size(path) is not None:
-                    raise _stale(path, "exists")
-        if _regular_size(log_file(directory, self.new_base_offset)) is not None:
-            raise _stale(log_file(directory, self.new_base_offset), "exists")
+                _require_absent(path)
+        _require_absent(log_file(directory, self.new_base_offset))
         try:
             split.apply()
         except OSError as err:
@@ -502,8 +517,7 @@ class RebuildKeyIndex(Action):
 
         directory = log_dir / self.partition
         for path, size in ((log_file(directory, self.base_offset), self.log_size), (directory / self._name(), self.key_index_size)):
-            if _regular_size(path) != size:
-                raise _stale(path, "is no longer absent" if size is None else f"is no longer a file of {size} bytes")
+            _require_size(path, size)
         try:
             rebuild_segment_key_index(directory, self.base_offset)
         except OSError as err:
@@ -534,12 +548,7 @@ class FsyncFile(Action):
             fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
         except OSError as err:
             raise _storage_error(path, "open for fsync", err) from err
-        try:
-            os.fsync(fd)
-        except OSError as err:
-            raise _storage_error(path, "fsync", err) from err
-        finally:
-            os.close(fd)
+        _fsync_and_close(fd, path)
 
 
 def _read_regular(path: Path) -> bytes | None:

@@ -351,14 +351,19 @@ cdef struct _Parsed:
     int64_t error_value   # the size or count refused, or (_E_READ_MISMATCH) the bytes read
 
 
-cdef inline int _field_error(int status, bint varlong, Py_ssize_t field, Py_ssize_t end, _Parsed *r) noexcept nogil:
-    # A field whose first byte is missing runs off the held bytes; a varint cut or too long is located at itself.
-    if field >= end:
-        return _E_PAST_REGION
+cdef inline int _varint_error(int status, bint varlong, Py_ssize_t field, _Parsed *r) noexcept nogil:
+    """Record a varint cut or too long at ``field`` in ``r``; returns _E_VARINT. O(1)."""
     r.error_pos = field
     r.varint_status = status
     r.varlong = varlong
     return _E_VARINT
+
+
+cdef inline int _field_error(int status, bint varlong, Py_ssize_t field, Py_ssize_t end, _Parsed *r) noexcept nogil:
+    # A field whose first byte is missing runs off the held bytes; a varint cut or too long is located at itself.
+    if field >= end:
+        return _E_PAST_REGION
+    return _varint_error(status, varlong, field, r)
 
 
 cdef int _parse_body(
@@ -416,10 +421,7 @@ cdef int _parse_body(
         field = pos
         status = _varint(buf, end, &pos, &size)
         if status != WIRE_OK:
-            r.error_pos = field
-            r.varint_status = status
-            r.varlong = False
-            return _E_VARINT
+            return _varint_error(status, False, field, r)
         if size < 0 or pos + size > body_end:
             r.error_value = size
             return _E_HEADER_KEY_SIZE
@@ -427,10 +429,7 @@ cdef int _parse_body(
         field = pos
         status = _varint(buf, end, &pos, &size)
         if status != WIRE_OK:
-            r.error_pos = field
-            r.varint_status = status
-            r.varlong = False
-            return _E_VARINT
+            return _varint_error(status, False, field, r)
         if size >= 0:
             if pos + size > body_end:
                 r.error_value = size
@@ -1218,10 +1217,26 @@ cdef inline void _copy_nullable(
     validity[row >> 3] |= <uint8_t>(1 << (row & 7))
 
 
+cdef inline void _header_bytes(
+    const uint8_t *buf, Py_ssize_t end, const _Parsed *r, Py_ssize_t *key_bytes, Py_ssize_t *value_bytes
+) noexcept nogil:
+    """Add the key bytes and the (non-null) value bytes of a parsed record's headers, already checked by
+    :func:`_parse_body`, to ``key_bytes`` and ``value_bytes``. O(headers)."""
+    cdef Py_ssize_t pos = r.headers_pos
+    cdef int32_t h, size = 0
+    for h in range(r.header_count):
+        _varint(buf, end, &pos, &size)
+        key_bytes[0] += size
+        pos += size
+        _varint(buf, end, &pos, &size)
+        if size > 0:
+            value_bytes[0] += size
+            pos += size
+
+
 cdef bint _fits(const uint8_t *buf, Py_ssize_t end, _Sink *sink, Py_ssize_t row, Py_ssize_t header, _Parsed *r) noexcept nogil:
     """Whether a parsed record's fields fit the room left in the sink's buffers. O(headers)."""
-    cdef Py_ssize_t hpos = r.headers_pos, key_bytes = 0, value_bytes = 0
-    cdef int32_t h, size = 0
+    cdef Py_ssize_t key_bytes = 0, value_bytes = 0
     if row >= sink.capacity.rows:
         return False
     if r.key_size > 0 and sink.key_offsets[row] + <Py_ssize_t>r.key_size > sink.capacity.key_bytes:
@@ -1232,14 +1247,7 @@ cdef bint _fits(const uint8_t *buf, Py_ssize_t end, _Sink *sink, Py_ssize_t row,
         return True
     if header + r.header_count > sink.capacity.headers:
         return False
-    for h in range(r.header_count):
-        _varint(buf, end, &hpos, &size)
-        key_bytes += size
-        hpos += size
-        _varint(buf, end, &hpos, &size)
-        if size > 0:
-            value_bytes += size
-            hpos += size
+    _header_bytes(buf, end, r, &key_bytes, &value_bytes)
     return (
         sink.header_key_offsets[header] + key_bytes <= sink.capacity.header_key_bytes
         and sink.header_value_offsets[header] + value_bytes <= sink.capacity.header_value_bytes
@@ -1277,15 +1285,7 @@ cdef Py_ssize_t _columns_pass(_Batch *batches, Py_ssize_t n, _Totals *totals, _S
                 totals.key_bytes += r.key_size if r.key_size > 0 else 0
                 totals.value_bytes += r.value_size if r.value_size > 0 else 0
                 totals.headers += r.header_count
-                hpos = r.headers_pos
-                for h in range(r.header_count):
-                    _varint(batch.buf, batch.size, &hpos, &size)
-                    totals.header_key_bytes += size
-                    hpos += size
-                    _varint(batch.buf, batch.size, &hpos, &size)
-                    if size > 0:
-                        totals.header_value_bytes += size
-                        hpos += size
+                _header_bytes(batch.buf, batch.size, &r, &totals.header_key_bytes, &totals.header_value_bytes)
                 continue
             # Offsets wrap as Java longs; Spark's range check on timestamps is the caller's.
             sink.offsets[row] = _java_add(batch.base_offset, r.offset_delta)
