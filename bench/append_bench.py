@@ -141,7 +141,7 @@ def write_checked(scratch: Path, batches: Sequence[bytes], validate: bool) -> fl
         started = time.perf_counter()
         if validate:
             for batch in batches:
-                scan_append(batch, max_message_bytes, True)
+                scan_append(batch, max_message_bytes, True, True)
                 write(fd, batch)
         else:
             for batch in batches:

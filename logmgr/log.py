@@ -477,7 +477,8 @@ class Log:
     def _validate(self, records: bytes, scan: AppendScan, max_message_bytes: int) -> None:
         """Kafka's checks of every batch before an append, in its order (batch by batch: the file rule, magic 2
         (magic 0/1 too on a follower), ``max.message.bytes``, CRC, record count, the offset range and, on a
-        leader, that ``lastOffsetDelta + 1`` is the record count, record framing), past the native walk ``scan``
+        leader, that ``lastOffsetDelta + 1`` is the record count; from a client (origin CLIENT), no control batch
+        and no producer id with a negative base sequence; record framing), past the native walk ``scan``
         of ``records`` (:func:`scan_append`, which the append runs itself: most appends need nothing more): the
         batches the walk passed whose records need the decompressor or the legacy reader, each before any later
         flaw (the framing of compressed magic-2 batches, the whole decode of legacy ones), then the walk's failure
@@ -624,7 +625,7 @@ class Log:
         if facts is None or facts[0] is not self.config:
             facts = self._append_facts()
         config, bounded, roll_ms, stamp_append_time, compact = facts
-        scan = scan_append(records, config.max_message_bytes, leader)
+        scan = scan_append(records, config.max_message_bytes, leader, origin is AppendOrigin.CLIENT)
         if scan.failure != SCAN_OK or scan.compressed_batches or scan.legacy_batches:
             self._validate(records, scan, config.max_message_bytes)
         if leader and compact:

@@ -27,6 +27,7 @@ from logmgr.config import LogConfig
 from logmgr.errors import InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError
 from logmgr.log import Log
 from logmgr.log_loader import load_log
+from logmgr.producer_state import AppendOrigin
 from segments._native.append import (
     SCAN_CORRUPT,
     SCAN_INCOMPLETE,
@@ -71,9 +72,10 @@ class Accepted:
 
 def reference_append(
     records: bytes, tp: str, *, leader: bool, log_end: int, leader_epoch: int, append_time: int | None,
-    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_message_bytes: int = MAX_MESSAGE_BYTES, client: bool = False,
 ) -> Refused | Accepted:
-    """Kafka's validation and stamping of one append, batch by batch, with the format layer's lazy views."""
+    """Kafka's validation and stamping of one append, batch by batch, with the format layer's lazy views;
+    ``client``: a leader's append of origin CLIENT (Kafka's client-only rules of validateBatch)."""
     batches: list[RecordBatch] = []
     position = 0
     try:
@@ -104,7 +106,7 @@ def reference_append(
                 )
             batch.ensure_valid()
             if batch.records_count >= 0:
-                refusal = reference_offset_checks(batch, leader=leader)
+                refusal = reference_batch_checks(batch, leader=leader, client=client)
                 if refusal is not None:
                     return Refused(InvalidRecordError, f"{tp}: invalid batch at position {found.position}: {refusal}")
             batch.validate_record_framing(DecodeLimits.for_max_message_bytes(max_message_bytes))
@@ -169,10 +171,11 @@ def reference_append(
     )
 
 
-def reference_offset_checks(batch: DefaultRecordBatch, *, leader: bool) -> str | None:
-    """Kafka's ``LogValidator.validateBatch`` on the offsets of a batch (a negative record count is refused as
+def reference_batch_checks(batch: DefaultRecordBatch, *, leader: bool, client: bool) -> str | None:
+    """Kafka's ``LogValidator.validateBatch`` on the header of a batch (a negative record count is refused as
     corrupt before it): the offset range must not be empty; a leader also needs at least one record and exactly
-    ``lastOffsetDelta + 1`` of them."""
+    ``lastOffsetDelta + 1`` of them; a client's append has no control batch and no producer id with a negative
+    base sequence."""
     count_from_offsets = batch.last_offset - batch.base_offset + 1
     offsets = f"[{batch.base_offset}, {batch.last_offset}]"
     if count_from_offsets <= 0:
@@ -183,6 +186,12 @@ def reference_offset_checks(batch: DefaultRecordBatch, *, leader: bool) -> str |
         return f"Invalid reported count for record batch: {batch.records_count}"
     if count_from_offsets != batch.records_count:
         return f"Inconsistent batch offset range {offsets} and count of records {batch.records_count}"
+    if not client:
+        return None
+    if batch.is_control:
+        return "Clients are not allowed to write control records"
+    if batch.producer_id >= 0 and batch.base_sequence < 0:
+        return f"Invalid sequence number {batch.base_sequence} in record batch with producerId {batch.producer_id}"
     return None
 
 
@@ -220,11 +229,18 @@ _codecs = st.sampled_from([CompressionType.NONE, CompressionType.NONE, Compressi
 
 @st.composite
 def appends(draw: st.DrawFn) -> bytes:
-    """One to three batches, their base offsets increasing (a follower may take them as they are)."""
+    """One to three batches, their base offsets increasing (a follower may take them as they are); the first may
+    be a control batch or a producer's with base sequence 0 or -1 (only a client's append refuses those two)."""
     out = []
     base = draw(st.integers(0, 50))
-    for _ in range(draw(st.integers(1, 3))):
-        built = bytearray(build_batch(draw(_records), compression=draw(_codecs)))
+    for number in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["plain", "plain", "control", "producer"])) if number == 0 else "plain"
+        built = bytearray(build_batch(
+            draw(_records), compression=CompressionType.NONE if kind == "control" else draw(_codecs),
+            is_control=kind == "control",
+            **({"producer_id": 7, "producer_epoch": 0, "base_sequence": draw(st.sampled_from([-1, 0]))}
+               if kind == "producer" else {}),
+        ))
         struct.pack_into(">q", built, 0, base)
         base += struct.unpack_from(">i", built, 23)[0] + 1 + draw(st.integers(0, 3))
         out.append(bytes(built))
@@ -288,6 +304,8 @@ def mutated_inside(draw: st.DrawFn) -> bytes:
     return fix_crcs(data)
 
 
+_CONTROL_BATCH = build_batch([SimpleRecord(b"v", b"k", T0)], is_control=True)
+
 inputs = st.one_of(appends(), legacy_appends(), mutated(), mutated_inside(), st.binary(max_size=200).map(fix_crcs))
 
 
@@ -296,10 +314,14 @@ def new_log(root: Path, clock: ManualClock, **props: str) -> Log:
     return load_log(root / f"topic-{next(_DIRS)}", config, clock=clock)
 
 
-def outcome(log: Log, data: bytes, *, leader: bool, leader_epoch: int) -> Refused | Accepted:
+def outcome(log: Log, data: bytes, *, origin: AppendOrigin, leader_epoch: int) -> Refused | Accepted:
+    """What ``log`` does with ``data`` appended from ``origin`` (REPLICATION: as a follower). O(size)."""
     before = log.size_in_bytes
     try:
-        info = log.append_as_leader(data, leader_epoch=leader_epoch) if leader else log.append_as_follower(data)
+        if origin is AppendOrigin.REPLICATION:
+            info = log.append_as_follower(data)
+        else:
+            info = log.append_as_leader(data, leader_epoch=leader_epoch, origin=origin)
     except (InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError) as err:
         assert log.size_in_bytes == before
         return Refused(type(err), str(err))
@@ -319,7 +341,7 @@ def outcome(log: Log, data: bytes, *, leader: bool, leader_epoch: int) -> Refuse
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     data=inputs,
-    leader=st.booleans(),
+    origin=st.sampled_from(AppendOrigin),
     log_end=st.integers(0, 40),
     leader_epoch=st.integers(-1, 5),
     append_time=st.booleans(),
@@ -331,11 +353,15 @@ def outcome(log: Log, data: bytes, *, leader: bool, leader_epoch: int) -> Refuse
         "000000000000000000000038ffffffff023a95fdab0008000000000000018bcfe540f00000018bcfe540f0ffffffffffffffffff"
         "ffffffffff000000010c000000010100"
     ),
-    leader=True, log_end=0, leader_epoch=0, append_time=True,
+    origin=AppendOrigin.CLIENT, log_end=0, leader_epoch=0, append_time=True,
 )
+# A control batch (no producer id): refused from a client only.
+@example(data=_CONTROL_BATCH, origin=AppendOrigin.CLIENT, log_end=0, leader_epoch=0, append_time=False)
+@example(data=_CONTROL_BATCH, origin=AppendOrigin.COORDINATOR, log_end=0, leader_epoch=0, append_time=False)
 def test_appends_match_the_reference(
-    tmp_path: Path, data: bytes, leader: bool, log_end: int, leader_epoch: int, append_time: bool
+    tmp_path: Path, data: bytes, origin: AppendOrigin, log_end: int, leader_epoch: int, append_time: bool
 ) -> None:
+    leader = origin is not AppendOrigin.REPLICATION
     clock = ManualClock(T0)
     props = {"message.timestamp.type": "LogAppendTime"} if append_time else {}
     log = new_log(tmp_path, clock, **props)
@@ -344,10 +370,10 @@ def test_appends_match_the_reference(
             log.truncate_fully_and_start_at(log_end)
         expected = reference_append(
             data, str(log.topic_partition), leader=leader, log_end=log_end, leader_epoch=leader_epoch,
-            append_time=T0 if append_time and leader else None,
+            append_time=T0 if append_time and leader else None, client=origin is AppendOrigin.CLIENT,
         )
         event(type(expected).__name__ if isinstance(expected, Accepted) else expected.message.split(": ", 2)[-1][:40])
-        assert outcome(log, data, leader=leader, leader_epoch=leader_epoch) == expected
+        assert outcome(log, data, origin=origin, leader_epoch=leader_epoch) == expected
         log._check()
     finally:
         log.close()
@@ -358,7 +384,7 @@ def test_appends_match_the_reference(
 def test_scan_classifies_every_input_as_the_reference_does(data: bytes, max_message_bytes: int) -> None:
     """The kernel alone, on any bytes: a verdict, never a crash; compressed batches before a flaw are left to
     the caller, so the comparison frames them as the log does."""
-    scan = scan_append(data, max_message_bytes, False)
+    scan = scan_append(data, max_message_bytes, False, False)
     expected = reference_append(
         data, "t-0", leader=False, log_end=0, leader_epoch=-1, append_time=None, max_message_bytes=max_message_bytes
     )
@@ -409,7 +435,7 @@ def _two_batches() -> bytes:
 
 def test_leader_stamping_facts_and_spans() -> None:
     data = _two_batches()
-    scan = scan_append(data, 1 << 20, True)
+    scan = scan_append(data, 1 << 20, True, True)
     assert scan.failure == SCAN_OK and scan.batches == 2
     first_end = DefaultRecordBatch(data[: struct.unpack_from(">i", data, 8)[0] + 12]).size_in_bytes
     assert scan.spans() == [(0, first_end), (first_end, len(data))]
@@ -435,7 +461,7 @@ def test_leader_stamping_facts_and_spans() -> None:
 
 
 def test_log_append_time_recomputes_the_crc() -> None:
-    scan = scan_append(_two_batches(), 1 << 20, True)
+    scan = scan_append(_two_batches(), 1 << 20, True, True)
     scan.assign_offsets(0, 0, T0 + 1000)
     for found in iter_batches(b"".join(scan.buffers())):
         found.batch.ensure_valid()
@@ -445,16 +471,16 @@ def test_log_append_time_recomputes_the_crc() -> None:
 
 def test_follower_offsets_are_checked_not_changed() -> None:
     data = _two_batches()
-    scan = scan_append(data, 1 << 20, False)
+    scan = scan_append(data, 1 << 20, False, False)
     assert scan.check_follower(1) == (0, 1)
-    scan = scan_append(data, 1 << 20, False)
+    scan = scan_append(data, 1 << 20, False, False)
     assert scan.check_follower(0) is None and scan.data is data and scan.buffers() == [data]
     assert (scan.first_offset, scan.last_offset, scan.offset_of_max_timestamp) == (0, 2, 1)
     assert scan.epoch_starts() == []
 
 
 def test_offsets_past_int64_are_refused() -> None:
-    scan = scan_append(_two_batches(), 1 << 20, True)
+    scan = scan_append(_two_batches(), 1 << 20, True, True)
     scan.assign_offsets((1 << 63) - 2, 0)
     assert scan.failure == SCAN_OFFSET_OVERFLOW
     with pytest.raises(ValueError):
@@ -462,13 +488,13 @@ def test_offsets_past_int64_are_refused() -> None:
     built = bytearray(build_batch([SimpleRecord(b"x")]))
     struct.pack_into(">q", built, 0, (1 << 63) - 1)
     struct.pack_into(">i", built, 23, 5)
-    scan = scan_append(fix_crcs(built), 1 << 20, False)
+    scan = scan_append(fix_crcs(built), 1 << 20, False, False)
     assert scan.check_follower(0) is None and scan.failure == SCAN_OFFSET_OVERFLOW
 
 
 def test_empty_and_tiny_inputs() -> None:
     for data in (b"", b"\x00" * 17, bytearray(5), memoryview(b"\x00" * 30)):
-        scan = scan_append(data, 1 << 20, True)
+        scan = scan_append(data, 1 << 20, True, True)
         assert scan.failure in (SCAN_INCOMPLETE, SCAN_CORRUPT) and scan.batches == 0
         with pytest.raises(ValueError):
             scan.check_follower(0)
@@ -479,7 +505,7 @@ def test_large_append_releases_the_gil_and_matches() -> None:
     batches = [build_batch([SimpleRecord(bytes([n]) * 900, None, T0 + n) for _ in range(20)]) for n in range(8)]
     data = b"".join(batches)
     assert len(data) > 65536
-    scan = scan_append(data, 1 << 20, True)
+    scan = scan_append(data, 1 << 20, True, True)
     assert scan.failure == SCAN_OK and scan.batches == 8
     scan.assign_offsets(0, 0, T0 + 1000)
     assert scan.records == 160 and scan.last_offset == 159
@@ -490,7 +516,7 @@ def test_large_append_releases_the_gil_and_matches() -> None:
         batch.ensure_valid()
     broken = bytearray(data)
     broken[len(batches[0]) * 5 + 100] ^= 1
-    scan = scan_append(bytes(broken), 1 << 20, True)
+    scan = scan_append(bytes(broken), 1 << 20, True, True)
     assert scan.failure == SCAN_CORRUPT and scan.batches == 5 and "crc" in str(scan.error)
 
 
@@ -519,7 +545,7 @@ def test_every_framing_flaw_gives_the_reference_error(region: bytes, count: int,
     # A follower's scan: the leader's count check would refuse a count of 3 before the framing is read.
     expected = reference_append(data, "t-0", leader=False, log_end=0, leader_epoch=-1, append_time=None)
     assert isinstance(expected, Refused) and message in expected.message
-    scan = scan_append(data, MAX_MESSAGE_BYTES, False)
+    scan = scan_append(data, MAX_MESSAGE_BYTES, False, False)
     assert scan.failure == SCAN_CORRUPT and scan.error is not None
     assert Refused(InvalidRecordError, f"t-0: invalid batch at position 0: {scan.error}") == expected
     assert type(scan.error) is type(expected_cause(data))

@@ -26,8 +26,10 @@ from libc.string cimport memcpy
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
 from segments._native.wire cimport (
     ATTRIBUTE_CODEC_MASK,
+    ATTRIBUTE_CONTROL,
     ATTRIBUTE_LOG_APPEND_TIME,
     ATTRIBUTES_OFFSET,
+    BASE_SEQUENCE_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE_UP_TO_MAGIC,
     LAST_OFFSET_DELTA_OFFSET,
@@ -70,7 +72,7 @@ cdef enum:
     _TOO_LARGE = 3          # a batch above max.message.bytes (AppendScan.failure_size)
     _INCOMPLETE = 4         # no batch, or bytes after the last whole batch
     _OFFSET_OVERFLOW = 5    # an assigned or given last offset past the int64 range
-    _INVALID = 6            # Kafka's validateBatch refused the batch's offsets or count (AppendScan.reason)
+    _INVALID = 6            # Kafka's validateBatch refused the batch (AppendScan.reason)
     # Flaws found without the GIL, turned into a CorruptRecordError once it is held again.
     _SMALL_SIZE = 10      # size field below the 14-byte minimum record overhead (walk)
     _SHORT_BATCH = 11     # a magic-2 batch below the 61-byte header
@@ -79,6 +81,8 @@ cdef enum:
     _BAD_FRAMING = 14     # wire status in _Walk.wire_status
     _BAD_OFFSET_RANGE = 15  # a last offset delta below 0
     _BAD_LEADER_COUNT = 16  # leader only: no records, or lastOffsetDelta + 1 != records
+    _CLIENT_CONTROL = 17    # client only: a control batch
+    _CLIENT_SEQUENCE = 18   # client only: a producer id with a negative base sequence
 
 # Below this many bytes the GIL is kept: releasing and retaking it costs about as much as walking them. (hashlib
 # draws the line at 2 KiB; a 16 KiB batch walks in a few microseconds, during which appenders to other partitions
@@ -116,6 +120,7 @@ cdef struct _Walk:
     int64_t max_message_bytes
     int64_t max_record_bytes
     bint leader               # the leader's offset checks (lastOffsetDelta + 1 == records > 0)
+    bint client               # a client's append (a leader's): Kafka's client-only rules of validateBatch
     # Batches found valid so far (grown by doubling; at most length / 26 entries).
     _Batch *batches
     size_t count
@@ -173,6 +178,7 @@ cdef int _walk(_Walk *walk) noexcept nogil:
     cdef int32_t size
     cdef int32_t records
     cdef int32_t delta
+    cdef int64_t producer_id
     cdef uint8_t magic
     cdef uint32_t stored
     cdef uint32_t computed
@@ -232,6 +238,15 @@ cdef int _walk(_Walk *walk) noexcept nogil:
             return _fail(walk, _BAD_OFFSET_RANGE, position, delta)
         if walk.leader and (records == 0 or <int64_t>delta + 1 != records):
             return _fail(walk, _BAD_LEADER_COUNT, position, records)
+        producer_id = <int64_t>load_be64(batch + PRODUCER_ID_OFFSET)
+        # Kafka's validateBatch for AppendOrigin.CLIENT: only a coordinator writes control batches (transaction
+        # markers), and an idempotent producer numbers its batches from 0 (the producer state takes any sequence
+        # as a new producer's first, so a negative one would be kept and de-duplicated against).
+        if walk.client:
+            if batch[ATTRIBUTES_OFFSET + 1] & ATTRIBUTE_CONTROL:
+                return _fail(walk, _CLIENT_CONTROL, position, 0)
+            if producer_id >= 0 and <int32_t>load_be32(batch + BASE_SEQUENCE_OFFSET) < 0:
+                return _fail(walk, _CLIENT_SEQUENCE, position, 0)
         if (batch[ATTRIBUTES_OFFSET + 1] & ATTRIBUTE_CODEC_MASK) == 0:
             status = frame_records(batch + RECORD_BATCH_OVERHEAD, total - RECORD_BATCH_OVERHEAD, records,
                                    walk.max_record_bytes, &wire_position)
@@ -246,7 +261,7 @@ cdef int _walk(_Walk *walk) noexcept nogil:
         found.attributes = <int16_t>((batch[ATTRIBUTES_OFFSET] << 8) | batch[ATTRIBUTES_OFFSET + 1])
         found.last_offset_delta = delta
         found.max_timestamp = <int64_t>load_be64(batch + MAX_TIMESTAMP_OFFSET)
-        found.producer_id = <int64_t>load_be64(batch + PRODUCER_ID_OFFSET)
+        found.producer_id = producer_id
         found.records = records
         walk.compressed += (found.attributes & ATTRIBUTE_CODEC_MASK) != 0
         walk.producers += found.producer_id >= 0
@@ -280,12 +295,19 @@ cdef object _framing_error(const uint8_t *region, size_t length, int status, siz
     return CorruptRecordError("varint is longer than 5 bytes", position=position)
 
 
-cdef str _offsets_refusal(const uint8_t *batch, int failure):
+cdef str _batch_refusal(const uint8_t *batch, int failure):
     """Kafka's ``validateBatch`` message for a batch whose header (whole, CRC-checked) has a negative last offset
-    delta (``_BAD_OFFSET_RANGE``) or, on a leader, a record count the delta disagrees with. O(1)."""
+    delta (``_BAD_OFFSET_RANGE``), on a leader a record count the delta disagrees with (``_BAD_LEADER_COUNT``), or
+    on a client's append a control flag (``_CLIENT_CONTROL``) or a producer id with a negative base sequence
+    (``_CLIENT_SEQUENCE``); without Kafka's " in topic partition" suffix (the log names its partition). O(1)."""
     cdef int64_t base = <int64_t>load_be64(batch)
     cdef int32_t delta = <int32_t>load_be32(batch + LAST_OFFSET_DELTA_OFFSET)
     cdef int32_t records = <int32_t>load_be32(batch + RECORDS_COUNT_OFFSET)
+    if failure == _CLIENT_CONTROL:
+        return "Clients are not allowed to write control records"
+    if failure == _CLIENT_SEQUENCE:
+        return (f"Invalid sequence number {<int32_t>load_be32(batch + BASE_SEQUENCE_OFFSET)} in record batch with "
+                f"producerId {<int64_t>load_be64(batch + PRODUCER_ID_OFFSET)}")
     # Python ints: base + delta may pass the int64 range.
     offsets = f"[{base}, {<object>base + delta}]"
     if failure == _BAD_OFFSET_RANGE:
@@ -543,30 +565,33 @@ cdef class AppendScan:
         self.records = records
 
 
-def scan_append(records, long long max_message_bytes, bint leader):
+def scan_append(records, long long max_message_bytes, bint leader, bint client):
     """Walk the batches of one append (any contiguous buffer) and validate each as Kafka does before an append:
     the file rule (a size field of at least 14, whole batches), magic 2 (a follower also takes magic 0/1 entries,
     whose size is checked here and the rest by the caller: see :meth:`AppendScan.decoded_legacy`), at most
     ``max_message_bytes``, the CRC, a
     non-negative record count, Kafka's ``validateBatch`` offset checks (a last offset delta of at least 0; for a
     ``leader``, at least one record and ``lastOffsetDelta + 1 == records``: offsets are assigned from the delta)
-    and, for uncompressed batches, the framing of exactly that many records (lengths
-    only; a record above ``max(max_message_bytes, 64 MiB)`` is too large). Stops at the first flaw. O(size), the
-    GIL released for appends of 4 KiB and more."""
+    and, for a ``client``'s append (a leader's whose origin is Kafka's ``AppendOrigin.CLIENT``), Kafka's client-only
+    rules: no control batch, no producer id with a negative base sequence; then, for uncompressed batches, the
+    framing of exactly that many records (lengths only; a record above ``max(max_message_bytes, 64 MiB)`` is too
+    large). Stops at the first flaw. O(size), the GIL released for appends of 4 KiB and more."""
     # A buffer view, not a typed memoryview: its set-up costs a tenth (every append passes here). Released when
     # the scan is built: the walk's failure reports read the bytes.
     cdef Py_buffer view
     cdef AppendScan scan = AppendScan.__new__(AppendScan)
+    if client and not leader:
+        raise ValueError("a client's append is a leader's (scan_append(..., leader=True, client=True))")
     PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
     try:
-        _scan_into(scan, records, <const uint8_t *>view.buf, <size_t>view.len, max_message_bytes, leader)
+        _scan_into(scan, records, <const uint8_t *>view.buf, <size_t>view.len, max_message_bytes, leader, client)
     finally:
         PyBuffer_Release(&view)
     return scan
 
 
 cdef int _scan_into(AppendScan scan, object records, const uint8_t *buf, size_t length, long long max_message_bytes,
-                    bint leader) except -1:
+                    bint leader, bint client) except -1:
     """:func:`scan_append`'s walk of ``buf`` (``records``' bytes, ``length`` of them) into ``scan``. O(length)."""
     cdef _Walk walk
     cdef int enough_memory = 1
@@ -576,6 +601,7 @@ cdef int _scan_into(AppendScan scan, object records, const uint8_t *buf, size_t 
     walk.max_message_bytes = max_message_bytes
     walk.max_record_bytes = max(max_message_bytes, _DEFAULT_MAX_RECORD_BYTES)
     walk.leader = leader
+    walk.client = client
     walk.batches = NULL
     walk.count = 0
     walk.capacity = 0
@@ -628,8 +654,9 @@ cdef int _scan_into(AppendScan scan, object records, const uint8_t *buf, size_t 
             <int32_t>load_be32(batch + RECORDS_COUNT_OFFSET),
             walk.max_record_bytes,
         )
-    elif walk.failure == _BAD_OFFSET_RANGE or walk.failure == _BAD_LEADER_COUNT:
-        scan.reason = _offsets_refusal(batch, walk.failure)
+    elif (walk.failure == _BAD_OFFSET_RANGE or walk.failure == _BAD_LEADER_COUNT or walk.failure == _CLIENT_CONTROL
+            or walk.failure == _CLIENT_SEQUENCE):
+        scan.reason = _batch_refusal(batch, walk.failure)
     if scan.error is not None:
         scan.failure = _CORRUPT
     elif scan.reason is not None:

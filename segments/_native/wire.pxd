@@ -17,11 +17,13 @@ cdef enum:
     LAST_OFFSET_DELTA_OFFSET = 23
     MAX_TIMESTAMP_OFFSET = 35
     PRODUCER_ID_OFFSET = 43
+    BASE_SEQUENCE_OFFSET = 53
     RECORDS_COUNT_OFFSET = 57
     MAGIC_V2 = 2
     BASE_TIMESTAMP_OFFSET = 27
     ATTRIBUTE_CODEC_MASK = 0x07   # attributes: the compression codec
     ATTRIBUTE_LOG_APPEND_TIME = 0x08  # attributes: timestamp type LogAppendTime
+    ATTRIBUTE_CONTROL = 0x20      # attributes: a control batch (transaction markers and the like)
 
 # A magic 0/1 entry (kafka-format.md §1.5): offset (its last: a compressed wrapper's is its last inner offset),
 # size, CRC-32, magic, attributes, then on magic 1 the timestamp.

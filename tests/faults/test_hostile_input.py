@@ -436,18 +436,19 @@ def parse_append(data: bytes, scratch: Path) -> None:
     batch, written with its records, is valid when it accepts."""
     for candidate in (data, _repaired_v2(data)):
         for max_message_bytes in (RECORD_BATCH_OVERHEAD, 1 << 20):
-            scan = scan_append(candidate, max_message_bytes, False)
+            scan = scan_append(candidate, max_message_bytes, False, False)
             assert (scan.failure == SCAN_CORRUPT) == (scan.error is not None)
             if scan.failure != SCAN_OK:
                 continue
             scan.check_follower(0)
-            scan = scan_append(candidate, max_message_bytes, True)
-            if scan.failure != SCAN_OK:
-                continue
-            scan.assign_offsets(0, 1, 1_700_000_000_000)
-            if scan.failure == SCAN_OK:
-                for found in iter_batches(b"".join(scan.buffers())):
-                    found.batch.ensure_valid()
+            for client in (False, True):
+                scan = scan_append(candidate, max_message_bytes, True, client)
+                if scan.failure != SCAN_OK:
+                    continue
+                scan.assign_offsets(0, 1, 1_700_000_000_000)
+                if scan.failure == SCAN_OK:
+                    for found in iter_batches(b"".join(scan.buffers())):
+                        found.batch.ensure_valid()
 
 
 def parse_legacy_entry(data: bytes, scratch: Path) -> None:

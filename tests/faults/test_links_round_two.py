@@ -64,7 +64,9 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # 15 small batches pass index.interval.bytes (1024): the first and last segments get offset-index entries.
     produce(log, 15)
     log.append_records([SimpleRecord(b"p", b"k", T0)], producer_id=PID, producer_epoch=0, base_sequence=0)
-    log.append_records([SimpleRecord(b"x", b"k", T0)], producer_id=PID + 1, producer_epoch=0, is_transactional=True)
+    log.append_records(
+        [SimpleRecord(b"x", b"k", T0)], producer_id=PID + 1, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
     log.append_end_txn_marker(PID + 1, 0, ControlRecordType.ABORT, 0)
     log.roll()
     produce(log, 4)
@@ -132,7 +134,8 @@ def _operate(outcome: Outcome, name: str, log: Log) -> None:
     outcome.run(
         f"{name}.abort",
         lambda: (
-            log.append_records([SimpleRecord(b"a", b"k", T0)], producer_id=99, producer_epoch=0, is_transactional=True),
+            log.append_records([SimpleRecord(b"a", b"k", T0)], producer_id=99, producer_epoch=0, base_sequence=0,
+                               is_transactional=True),
             log.append_end_txn_marker(99, 0, ControlRecordType.ABORT, 0, leader_epoch=5),
         ),
     )
