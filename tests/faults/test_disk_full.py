@@ -45,12 +45,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import multiprocessing
 import os
 import re
 import resource
-import signal
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -88,6 +85,7 @@ from segments.file_records import FileRecords
 from segments.naming import TopicPartition, log_file
 from segments.records import SimpleRecord
 from tests.conftest import calm_disk
+from tests.small_disk_helpers import run_in_child
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "fork") or not os.path.isdir("/proc/self/fd"),
@@ -97,7 +95,6 @@ pytestmark = pytest.mark.skipif(
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
 PARENT_PID = os.getpid()
-CHILD_TIMEOUT_S = 60.0
 BIG_VALUE = 900
 SMALL_VALUE = 24
 BASE_PROPS = {
@@ -341,39 +338,6 @@ def limit_file_size(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
 
 
-def in_child(body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run ``body`` in a forked child that ignores SIGXFSZ (so writes past RLIMIT_FSIZE fail with EFBIG instead of
-    killing it); return the facts it returned. The child exits without any cleanup, so a body that does not shut
-    its manager down leaves the dirs as a crash would."""
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-
-    def main() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        try:
-            outcome: dict[str, Any] = {"facts": body()}
-        except BaseException:
-            outcome = {"error": traceback.format_exc()}
-        sender.send(outcome)
-
-    child = context.Process(target=main, daemon=True)
-    child.start()
-    sender.close()
-    try:
-        if not receiver.poll(CHILD_TIMEOUT_S):
-            pytest.fail(f"the limited child did not answer within {CHILD_TIMEOUT_S} s")
-        outcome = receiver.recv()
-    finally:
-        child.join(CHILD_TIMEOUT_S)
-        if child.is_alive():
-            child.kill()
-            child.join()
-    if "error" in outcome:
-        pytest.fail(f"the limited child failed:\n{outcome['error']}")
-    facts: dict[str, Any] = outcome["facts"]
-    return facts
-
-
 @dataclass
 class Fault:
     """An injected kernel answer: ``errno_`` for ``call`` on files under ``under`` named ``*suffix``, after
@@ -501,7 +465,7 @@ def test_append_past_the_file_size_limit(dirs: tuple[Path, Path], crash: bool) -
             facts["markers"] = (CleanShutdownMarker.exists(d1), CleanShutdownMarker.exists(d2))
         return facts
 
-    facts = in_child(body)
+    facts = run_in_child(body, ignore_sigxfsz=True)
     assert facts["errno"] == errno.EFBIG, facts["error"]
     assert "append of" in facts["error"] and facts["active_log"] in facts["error"] and "File too large" in facts["error"]
     assert facts["still_published"], "a failed append must not move the segment size readers see"
@@ -534,7 +498,7 @@ def test_roll_cannot_size_the_new_index(dirs: tuple[Path, Path]) -> None:
         manager.shutdown()
         return facts
 
-    facts = in_child(body)
+    facts = run_in_child(body, ignore_sigxfsz=True)
     assert facts["errno"] == errno.EFBIG and f"roll to offset {facts['acked']}" in facts["error"], facts["error"]
     assert facts["segments"] == 1, "the segment that could not be created is not in the log"
     assert_contained(facts, "d1", "d2")
@@ -560,7 +524,7 @@ def test_producer_snapshot_at_roll_past_the_limit(dirs: tuple[Path, Path]) -> No
         manager.shutdown()
         return facts
 
-    facts = in_child(body)
+    facts = run_in_child(body, ignore_sigxfsz=True)
     assert facts["errno"] == errno.EFBIG and ".snapshot.tmp" in facts["error"], facts["error"]
     assert "roll to offset" in facts["error"] and len(facts["producers"]) > 20
     assert_contained(facts, "d1", "d2")
@@ -610,7 +574,7 @@ def test_checkpoint_write_past_the_limit(dirs: tuple[Path, Path], first_job: str
         facts["d1_after_shutdown"] = dir_files(d1) == old
         return facts
 
-    facts = in_child(body)
+    facts = run_in_child(body, ignore_sigxfsz=True)
     assert facts["old_kept"] and facts["tmp"] == [] and facts["d1_after_shutdown"]
     checkpoint = RECOVERY_POINT_CHECKPOINT_FILE if first_job == JOB_RECOVERY_POINT_CHECKPOINT else LOG_START_OFFSET_CHECKPOINT_FILE
     assert f"{d1.resolve() / checkpoint}.tmp" in facts["failure"] and "File too large" in facts["failure"]
@@ -644,7 +608,7 @@ def test_clean_shutdown_marker_past_the_limit(dirs: tuple[Path, Path]) -> None:
             "ends": ends(m, n),
         }
 
-    facts = in_child(body)
+    facts = run_in_child(body, ignore_sigxfsz=True)
     assert facts["markers"] == [False, False] and facts["offline"] == {"d1": True, "d2": True}
     assert all(CLEAN_SHUTDOWN_FILE + ".tmp" in failure and "File too large" in failure for failure in facts["failure"])
     reopened = reopen_and_check([d1, d2], facts["ends"])
