@@ -418,6 +418,15 @@ def ends(*logs: Log) -> dict[str, int]:
     return {str(log.topic_partition): log.log_end_offset for log in logs}
 
 
+def shutdown_and_reopen(
+    manager: LogManager, dirs: Sequence[Path], *logs: Log, expected_start: Mapping[str, int] | None = None
+) -> dict[str, Reopened]:
+    """Note where ``logs`` end, shut ``manager`` down and :func:`reopen_and_check` ``dirs`` against those ends."""
+    expected = ends(*logs)
+    manager.shutdown()
+    return reopen_and_check(dirs, expected, expected_start=expected_start)
+
+
 def append_until_refused(log: Log, append: Callable[[int], object], attempts: int = 60) -> dict[str, Any]:
     """Call ``append(i)`` for i = 0, 1, ... until ``log`` refuses with :class:`KafkaStorageError`; return the
     error, its cause's errno, how many appends succeeded, and the log end and active-segment size before the
@@ -658,9 +667,7 @@ def test_flush_fsync_eio(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatc
     assert fault.hits == 1, "no further fsync of the offline dir's files"
     monkeypatch.undo()
     assert_contained(facts, "d1", "d2")
-    expected = ends(big, sib, healthy)
-    manager.shutdown()
-    reopened = reopen_and_check([d1, d2], expected)
+    reopened = shutdown_and_reopen(manager, [d1, d2], big, sib, healthy)
     assert reopened["big-0"].recovered_segments >= 1 and reopened["healthy-0"].recovered_segments == 0
 
 
@@ -748,9 +755,7 @@ def test_bug_is_offline_ignored_the_dir_state(dirs: tuple[Path, Path], monkeypat
                 operation(log)
     assert not healthy.is_offline and produce(healthy) == 3
     monkeypatch.undo()
-    expected = ends(big, sib, healthy)
-    manager.shutdown()
-    reopen_and_check([d1, d2], expected)
+    shutdown_and_reopen(manager, [d1, d2], big, sib, healthy)
 
 
 def test_bug_roll_io_error_escaped_as_bare_oserror(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -764,9 +769,7 @@ def test_bug_roll_io_error_escaped_as_bare_oserror(dirs: tuple[Path, Path], monk
         big.roll()
     assert big.is_offline and sib.is_offline and offline_dirs(manager) == {"d1": True, "d2": False}
     monkeypatch.undo()
-    expected = ends(big, sib, healthy)
-    manager.shutdown()
-    reopen_and_check([d1, d2], expected)
+    shutdown_and_reopen(manager, [d1, d2], big, sib, healthy)
 
 
 def test_bug_roll_check_io_error_reached_the_caller_as_a_raw_oserror(
@@ -789,9 +792,7 @@ def test_bug_roll_check_io_error_reached_the_caller_as_a_raw_oserror(
     assert big.is_offline and sib.is_offline and offline_dirs(manager) == {"d1": True, "d2": False}
     assert produce(healthy) == acked["healthy-0"] + 1
     monkeypatch.undo()
-    expected = ends(big, sib, healthy)
-    manager.shutdown()
-    reopen_and_check([d1, d2], expected)
+    shutdown_and_reopen(manager, [d1, d2], big, sib, healthy)
 
 
 def test_bug_post_roll_snapshot_fsync_escaped_as_bare_oserror(
@@ -808,9 +809,7 @@ def test_bug_post_roll_snapshot_fsync_escaped_as_bare_oserror(
     assert f"{base:020d}.snapshot" in str(caught.value) and big.is_offline and sib.is_offline
     big.flush_up_to_segment(base)  # a queued post-roll flush of an offline log has nothing to do
     monkeypatch.undo()
-    expected = ends(big, sib, healthy)
-    manager.shutdown()
-    reopen_and_check([d1, d2], expected)
+    shutdown_and_reopen(manager, [d1, d2], big, sib, healthy)
 
 
 def test_bug_checkpoint_failure_at_shutdown_still_wrote_the_clean_marker(
@@ -883,9 +882,7 @@ def test_bug_cleanup_io_error_skipped_the_other_dirs(dirs: tuple[Path, Path], mo
     assert "No space left on device" in (manager.status()["dirs"][0]["failure"] or "")
     assert TopicPartition("other", 0) in report.deletions and other.log_start_offset == 12
     monkeypatch.undo()
-    expected = ends(old, other)
-    manager.shutdown()
-    reopen_and_check([d1, d2], expected, expected_start={"other-0": 12})
+    shutdown_and_reopen(manager, [d1, d2], old, other, expected_start={"other-0": 12})
 
 
 def test_bug_write_errors_named_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

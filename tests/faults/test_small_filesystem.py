@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,14 @@ def healthy_facts(manager: LogManager, healthy: Log) -> dict[str, Any]:
         "healthy_served": sum(b.records_count for b in served),
         "offline": {Path(d["path"]).name: d["offline"] for d in manager.status()["dirs"]},
     }
+
+
+def refused_facts(manager: LogManager, healthy: Log, action: Callable[[], object]) -> dict[str, Any]:
+    """Run ``action`` on the full disk, which must refuse it with :class:`KafkaStorageError`; return the error's
+    facts and what the dir on the ordinary disk still does."""
+    with pytest.raises(KafkaStorageError) as refused:
+        action()
+    return {**storage_facts(refused.value), **healthy_facts(manager, healthy)}
 
 
 def check_reopened(d1: Path, d2: Path, acked: int) -> dict[str, Any]:
@@ -195,12 +203,7 @@ def test_roll_on_a_full_disk(small_fs: Path, tmp_path: Path) -> None:
         manager, big, healthy = manager_with_logs(d1, d2)
         acked = produce(big, 3)
         fill(small_fs)
-        try:
-            big.roll()
-        except KafkaStorageError as err:
-            facts = {**storage_facts(err), **healthy_facts(manager, healthy), "acked": acked}
-        else:
-            raise AssertionError("a roll on a full disk succeeded")
+        facts = {**refused_facts(manager, healthy, big.roll), "acked": acked}
         manager.shutdown()
         return facts
 
@@ -225,11 +228,8 @@ def test_checkpoint_write_on_a_full_disk(small_fs: Path, tmp_path: Path) -> None
         fill(small_fs)
         manager.run_job_now(JOB_RECOVERY_POINT_CHECKPOINT)
         state = next(d for d in manager.log_dirs() if d.path == d1.resolve()).state
-        with pytest.raises(KafkaStorageError) as refused:
-            produce(big, 1)
         facts = {
-            **storage_facts(refused.value),
-            **healthy_facts(manager, healthy),
+            **refused_facts(manager, healthy, lambda: produce(big, 1)),
             "failure": state.failure,
             "unchanged": (d1 / RECOVERY_POINT_CHECKPOINT_FILE).read_bytes() == before,
             "tmp_left": sorted(p.name for p in d1.rglob("*.tmp")),
@@ -260,9 +260,8 @@ def test_bug_leader_epoch_checkpoint_enospc_escaped_append_as_bare_oserror(small
         healthy = manager.get_or_create_log(T_HEALTHY.topic, 0)
         produce(log, 2)
         fill(small_fs)
-        with pytest.raises(KafkaStorageError) as refused:
-            log.append_records([SimpleRecord(b"v", b"k", T0)], leader_epoch=1)
-        facts = {**storage_facts(refused.value), **healthy_facts(manager, healthy)}
+        new_epoch = [SimpleRecord(b"v", b"k", T0)]
+        facts = refused_facts(manager, healthy, lambda: log.append_records(new_epoch, leader_epoch=1))
         manager.shutdown()
         return facts
 
