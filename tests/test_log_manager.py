@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,15 @@ Factory = Callable[..., LogManager]
 @pytest.fixture
 def make(tmp_path: Path) -> Iterator[Factory]:
     """Build (not start) managers on dirs under tmp_path; every one still running is shut down at teardown."""
+    with managers_under(tmp_path) as factory:
+        yield factory
+
+
+@contextmanager
+def managers_under(tmp_path: Path) -> Iterator[Factory]:
+    """A factory of managers (not started) on ``dirs`` (default ``tmp_path/d1``) with ``BASE_PROPS`` and ``props``,
+    a manual clock and scheduler and a calm disk unless given; on exit every one still running is shut down and
+    its dir locks released."""
     made: list[LogManager] = []
 
     def factory(
@@ -103,12 +112,14 @@ def make(tmp_path: Path) -> Iterator[Factory]:
         made.append(manager)
         return manager
 
-    yield factory
-    for manager in made:
-        with suppress(LogmgrError):
-            manager.shutdown()
-        for log_dir in manager.log_dirs():
-            log_dir.lock.release()
+    try:
+        yield factory
+    finally:
+        for manager in made:
+            with suppress(LogmgrError):
+                manager.shutdown()
+            for log_dir in manager.log_dirs():
+                log_dir.lock.release()
 
 
 def started_with_an_hour_old_log(make: Factory, props: dict[str, str], **kwargs: Any) -> tuple[LogManager, Log]:
