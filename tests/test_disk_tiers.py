@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -35,6 +34,7 @@ from logmgr.scheduler import ManualScheduler
 from segments.naming import TopicPartition
 from segments.records import SimpleRecord
 from tests import test_log_manager
+from tests.small_disk_helpers import mounted_tmpfs
 from tests.test_log_manager import (
     BASE_PROPS,
     DELETE_DELAY,
@@ -285,22 +285,7 @@ FS_BYTES = 4 * 1024 * 1024
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A fresh 4 MiB tmpfs at ``tmp_path/fs`` (root only: skipped with a reason otherwise)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    mount_point = tmp_path / "fs"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={FS_BYTES}", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount_point)], check=False)
+    yield from mounted_tmpfs(tmp_path, FS_BYTES)
 
 
 def test_tiers_on_a_real_small_file_system(small_fs: Path) -> None:

@@ -20,7 +20,7 @@ from logmgr.log import Isolation, Log
 from logmgr.log_loader import load_log
 from logmgr.log_manager import LogManager
 from segments.errors import StorageFormatError
-from segments.file_records import iter_batches
+from segments.file_records import FileBatch, iter_batches
 from segments.key_index import (
     ENTRY_SIZE,
     HEADER_SIZE,
@@ -536,20 +536,10 @@ def test_bug_query_by_key_served_a_batch_failing_its_crc(tmp_path: Path) -> None
     from cli.main import main as cli
     from segments.errors import CorruptRecordError
 
-    clock = ManualClock(T0)
     pdir = tmp_path / "t-0"
-    log = open_log(pdir, clock)
-    dispatcher = KeyIndexDispatcher()
-    dispatcher.register(log)
-    for i in range(4):
-        log.append_records([SimpleRecord(b"value-%d" % i, b"k", T0 + i)])
-    dispatcher.drain()
+    log, dispatcher = _indexed_log(pdir)
     segment = pdir / "00000000000000000000.log"
-    batches = list(iter_batches(segment.read_bytes()))
-    damaged = batches[2]
-    with open(segment, "r+b") as out:  # the last value byte of offset 2, under the CRC
-        out.seek(damaged.end_position - 2)
-        out.write(b"X")
+    damaged = _damage_the_third_batch(segment)
     for indexed in (True, False):
         if not indexed:
             key_index_file(pdir, 0).unlink()
@@ -563,27 +553,39 @@ def test_bug_query_by_key_served_a_batch_failing_its_crc(tmp_path: Path) -> None
     assert str(segment) in result.stderr and f"position {damaged.position + CRC_OFFSET}" in result.stderr
 
 
-def _indexed_log_with_a_damaged_batch(tmp_path: Path, *, damage: bool = True) -> tuple[Path, int]:
-    """A log dir whose ``t-0`` holds four key-indexed records with key ``k`` (values ``value-0``..``value-3``), the
-    third one's batch failing its CRC unless not ``damage``; returns the segment and that batch's position."""
-    clock = ManualClock(T0)
-    pdir = tmp_path / "t-0"
-    log = open_log(pdir, clock)
+def _indexed_log(pdir: Path) -> tuple[Log, KeyIndexDispatcher]:
+    """Log ``pdir`` (partition ``t-0``) holding four key-indexed one-record batches with key ``k`` (values
+    ``value-0``..``value-3``), its index drained; returns the open log and its dispatcher."""
+    log = open_log(pdir, ManualClock(T0))
     dispatcher = KeyIndexDispatcher()
     dispatcher.register(log)
     for i in range(4):
         log.append_records([SimpleRecord(b"value-%d" % i, b"k", T0 + i)])
     dispatcher.drain()
+    return log, dispatcher
+
+
+def _damage_the_third_batch(segment: Path) -> FileBatch:
+    """Overwrite the last value byte of the third batch of ``segment`` (offset 2, under the CRC); return that
+    batch as it was."""
+    damaged = list(iter_batches(segment.read_bytes()))[2]
+    with open(segment, "r+b") as out:
+        out.seek(damaged.end_position - 2)
+        out.write(b"X")
+    return damaged
+
+
+def _indexed_log_with_a_damaged_batch(tmp_path: Path, *, damage: bool = True) -> tuple[Path, int]:
+    """A log dir whose ``t-0`` is :func:`_indexed_log`'s, closed, the third batch failing its CRC unless not
+    ``damage``; returns the segment and that batch's position."""
+    pdir = tmp_path / "t-0"
+    log, dispatcher = _indexed_log(pdir)
     dispatcher.stop()
     log.close()
     segment = pdir / "00000000000000000000.log"
-    damaged = list(iter_batches(segment.read_bytes()))[2]
     if not damage:
-        return segment, damaged.position
-    with open(segment, "r+b") as out:  # the last value byte of offset 2, under the CRC
-        out.seek(damaged.end_position - 2)
-        out.write(b"X")
-    return segment, damaged.position
+        return segment, list(iter_batches(segment.read_bytes()))[2].position
+    return segment, _damage_the_third_batch(segment).position
 
 
 def test_bug_read_key_ignored_skip_corrupt(tmp_path: Path) -> None:

@@ -64,6 +64,18 @@ def cleaner_for(root: Path, log: Log, clock: ManualClock, **broker: object) -> L
     return LogCleaner(BrokerConfig(**broker), lambda: {root: [log]}, clock)  # type: ignore[arg-type]
 
 
+def started_compacting_manager(log_dir: Path, **props: str) -> LogManager:
+    """A started manager over ``log_dir`` (segments of 1000 bytes, ``props`` on top) on a manual clock and
+    scheduler, with topic ``c`` compacted."""
+    clock = ManualClock(T0)
+    broker = BrokerConfig.from_properties({"log.dirs": str(log_dir), "log.segment.bytes": "1000", **props})
+    manager = LogManager(
+        broker, clock=clock, scheduler=ManualScheduler(clock), topic_overrides={"c": {"cleanup.policy": "compact"}}
+    )
+    manager.startup()
+    return manager
+
+
 def records(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
     batches, _ = read_batches(log)
     return [(r.offset, r.key, r.value) for b in batches if not b.is_control for r in b.records()]
@@ -272,14 +284,7 @@ def test_a_full_offset_map_cleans_up_to_the_last_offset_it_covers(tmp_path: Path
 
 
 def test_the_log_cleaner_job_cleans_every_dirty_log_and_reports(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    broker = BrokerConfig.from_properties(
-        {"log.dirs": str(tmp_path / "d"), "log.cleaner.dedupe.buffer.size": "65536", "log.segment.bytes": "1000"}
-    )
-    manager = LogManager(
-        broker, clock=clock, scheduler=ManualScheduler(clock), topic_overrides={"c": {"cleanup.policy": "compact"}}
-    )
-    manager.startup()
+    manager = started_compacting_manager(tmp_path / "d", **{"log.cleaner.dedupe.buffer.size": "65536"})
     try:
         assert JOB_LOG_CLEANER in manager.scheduler.jobs()
         compacted, plain = manager.get_or_create_log("c", 0), manager.get_or_create_log("p", 0)
@@ -304,12 +309,7 @@ def test_the_log_cleaner_job_cleans_every_dirty_log_and_reports(tmp_path: Path) 
 
 def test_truncation_pauses_cleaning_and_lowers_the_cleaner_checkpoint(tmp_path: Path) -> None:
     """Kafka's truncateTo + maybeTruncateCheckpoint: the checkpoint never stays above what a truncation rewrote."""
-    clock = ManualClock(T0)
-    broker = BrokerConfig.from_properties({"log.dirs": str(tmp_path / "d"), "log.segment.bytes": "1000"})
-    manager = LogManager(
-        broker, clock=clock, scheduler=ManualScheduler(clock), topic_overrides={"c": {"cleanup.policy": "compact"}}
-    )
-    manager.startup()
+    manager = started_compacting_manager(tmp_path / "d")
     try:
         log = manager.get_or_create_log("c", 0)
         fill(log, 80)
@@ -942,12 +942,7 @@ def test_deleting_or_truncating_a_log_aborts_its_cleaning_pass_in_progress(tmp_p
     """Kafka's abortAndPauseCleaning: the pass is held inside its loop (its checkDone) until the deletion or
     truncation is waiting for it (``LogCleanerManager.abort_waiting``), then stops at its next check; nothing
     half-written stays, no checkpoint entry is written, and cleaning resumes after a truncation."""
-    clock = ManualClock(T0)
-    broker = BrokerConfig.from_properties({"log.dirs": str(tmp_path / "d"), "log.segment.bytes": "1000"})
-    manager = LogManager(
-        broker, clock=clock, scheduler=ManualScheduler(clock), topic_overrides={"c": {"cleanup.policy": "compact"}}
-    )
-    manager.startup()
+    manager = started_compacting_manager(tmp_path / "d")
     try:
         log = manager.get_or_create_log("c", 0)
         tp, directory = log.topic_partition, log.dir

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,15 @@ Factory = Callable[..., LogManager]
 @pytest.fixture
 def make(tmp_path: Path) -> Iterator[Factory]:
     """Build (not start) managers on dirs under tmp_path; every one still running is shut down at teardown."""
+    with managers_under(tmp_path) as factory:
+        yield factory
+
+
+@contextmanager
+def managers_under(tmp_path: Path) -> Iterator[Factory]:
+    """A factory of managers (not started) on ``dirs`` (default ``tmp_path/d1``) with ``BASE_PROPS`` and ``props``,
+    a manual clock and scheduler and a calm disk unless given; on exit every one still running is shut down and
+    its dir locks released."""
     made: list[LogManager] = []
 
     def factory(
@@ -103,12 +112,24 @@ def make(tmp_path: Path) -> Iterator[Factory]:
         made.append(manager)
         return manager
 
-    yield factory
-    for manager in made:
-        with suppress(LogmgrError):
-            manager.shutdown()
-        for log_dir in manager.log_dirs():
-            log_dir.lock.release()
+    try:
+        yield factory
+    finally:
+        for manager in made:
+            with suppress(LogmgrError):
+                manager.shutdown()
+            for log_dir in manager.log_dirs():
+                log_dir.lock.release()
+
+
+def started_with_an_hour_old_log(make: Factory, props: dict[str, str], **kwargs: Any) -> tuple[LogManager, Log]:
+    """A manager from ``make(props=props, **kwargs)``, started, with log ``t-0`` holding 20 one-record batches
+    stamped an hour before ``T0``."""
+    m = make(props=props, **kwargs)
+    m.startup()
+    log = m.get_or_create_log("t", 0)
+    fill(log, 20, ts=T0 - HOUR)
+    return m, log
 
 
 def sched(manager: LogManager) -> ManualScheduler:
@@ -547,10 +568,7 @@ def test_log_start_offset_rule_deletes_segments_below_delete_records_before(make
 
 
 def test_retention_never_passes_the_high_watermark(make: Factory) -> None:
-    m = make(props={"log.retention.ms": str(MINUTE)})
-    m.startup()
-    log = m.get_or_create_log("t", 0)
-    fill(log, 20, ts=T0 - HOUR)
+    m, log = started_with_an_hour_old_log(make, {"log.retention.ms": str(MINUTE)})
     log.high_watermark = 7
     m.run_job_now(JOB_RETENTION)
     # Segment 5's upper bound (10) is above the high watermark: it stays although it expired.
@@ -657,10 +675,8 @@ def test_checkpoint_log_start_offsets_lists_only_logs_started_above_their_first_
 
 def test_delete_logs_waits_for_the_delay_and_pauses_between_deletions(make: Factory, tmp_path: Path) -> None:
     sleeps: list[float] = []
-    m = make(props={"log.retention.ms": str(MINUTE), "logmgr.delete.interval.ms": "250"}, sleep=sleeps.append)
-    m.startup()
-    log = m.get_or_create_log("t", 0)
-    fill(log, 20, ts=T0 - HOUR)
+    props = {"log.retention.ms": str(MINUTE), "logmgr.delete.interval.ms": "250"}
+    m, log = started_with_an_hour_old_log(make, props, sleep=sleeps.append)
     log.high_watermark = 15
     m.cleanup_logs()
     assert log.segments.base_offsets() == [15]
@@ -868,16 +884,10 @@ def test_bug_warn_ratio_without_clean_ratio_never_marked_the_dir_full(make: Fact
 def test_delete_window_blocks_time_based_deletion_but_not_size_based(make: Factory) -> None:
     hour = datetime.fromtimestamp(T0 // 1000).hour
     window = (hour + 3) % 24
-    m = make(
-        props={
-            "log.retention.ms": str(MINUTE),
-            "log.retention.bytes": "1300",
-            "logmgr.delete.when": f"{window:02d}",
-        }
+    m, log = started_with_an_hour_old_log(
+        make,
+        {"log.retention.ms": str(MINUTE), "log.retention.bytes": "1300", "logmgr.delete.when": f"{window:02d}"},
     )
-    m.startup()
-    log = m.get_or_create_log("t", 0)
-    fill(log, 20, ts=T0 - HOUR)
     log.high_watermark = 15
     report = m.cleanup_logs()
     # Outside the window only retention.bytes acts, and its excess (1620 - 1300 = 320 B) covers no segment.
@@ -892,16 +902,11 @@ def test_delete_window_blocks_time_based_deletion_but_not_size_based(make: Facto
 
 def test_delete_window_still_lets_retention_bytes_delete(make: Factory) -> None:
     hour = datetime.fromtimestamp(T0 // 1000).hour
-    m = make(
-        props={
-            "log.retention.ms": str(MINUTE),
-            "log.retention.bytes": "800",
-            "logmgr.delete.when": f"{(hour + 5) % 24:02d}",
-        }
+    window = (hour + 5) % 24
+    m, log = started_with_an_hour_old_log(
+        make,
+        {"log.retention.ms": str(MINUTE), "log.retention.bytes": "800", "logmgr.delete.when": f"{window:02d}"},
     )
-    m.startup()
-    log = m.get_or_create_log("t", 0)
-    fill(log, 20, ts=T0 - HOUR)
     report = m.cleanup_logs()
     assert [d.reason for d in report.deletions[TopicPartition("t", 0)]] == [
         "retention.bytes",
@@ -925,10 +930,7 @@ def test_manual_cleanup_deletes_the_oldest_eligible_segments_once(make: Factory)
 
 
 def test_reader_holding_a_segment_delays_its_physical_deletion(make: Factory, tmp_path: Path) -> None:
-    m = make(props={"log.retention.ms": str(MINUTE)})
-    m.startup()
-    log = m.get_or_create_log("t", 0)
-    fill(log, 20, ts=T0 - HOUR)
+    m, log = started_with_an_hour_old_log(make, {"log.retention.ms": str(MINUTE)})
     log.high_watermark = 15
     held = log.segments.first_segment()
     assert held is not None
@@ -949,10 +951,8 @@ def test_reader_holding_a_segment_delays_its_physical_deletion(make: Factory, tm
 
 
 def test_force_after_unlinks_a_held_segment_and_closes_it_on_release(make: Factory) -> None:
-    m = make(props={"log.retention.ms": str(MINUTE), "logmgr.delete.force.after.ms": "5000"})
-    m.startup()
-    log = m.get_or_create_log("t", 0)
-    fill(log, 20, ts=T0 - HOUR)
+    props = {"log.retention.ms": str(MINUTE), "logmgr.delete.force.after.ms": "5000"}
+    m, log = started_with_an_hour_old_log(make, props)
     log.high_watermark = 5
     held = log.segments.first_segment()
     assert held is not None

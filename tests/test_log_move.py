@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +26,6 @@ from checkpoints.offset_checkpoint import (
 from checkpoints.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata
 from cli.info_cmd import info
 from logmgr.clock import ManualClock
-from logmgr.config import BrokerConfig
 from logmgr.errors import InvalidRecordError, KafkaStorageError, LogmgrError
 from logmgr.log import Isolation, Log
 from logmgr.log_manager import JOB_ALTER_LOG_DIRS, LogManager
@@ -42,14 +40,13 @@ from tests.conftest import (
     CLIENTS_GENERATED,
     FAILURE_DEADLINE_S,
     ContendedLock,
-    calm_disk,
     child_env,
     require_fixtures,
     wait_until,
 )
 from tests.test_legacy_follower import legacy_batch
 from tests.test_log_loader import read_all, read_legacy
-from tests.test_log_manager import BASE_PROPS, DELETE_DELAY, T0
+from tests.test_log_manager import DELETE_DELAY, T0, managers_under
 
 TP = TopicPartition("t", 0)
 FUTURE_NAME = re.compile(r"t-0\.[0-9a-f]{32}-future")
@@ -64,22 +61,10 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def make(dirs: tuple[Path, Path]) -> Iterator[Factory]:
-    made: list[LogManager] = []
-
-    def factory(props: dict[str, str] | None = None) -> LogManager:
-        clock = ManualClock(T0)
-        config = BrokerConfig.from_properties(
-            {**BASE_PROPS, "log.dirs": ",".join(str(d) for d in dirs), **(props or {})}
-        )
-        manager = LogManager(config, clock=clock, scheduler=ManualScheduler(clock), disk_usage=calm_disk)
-        made.append(manager)
-        return manager
-
-    yield factory
-    for manager in made:
-        with suppress(LogmgrError):
-            manager.shutdown()
+def make(dirs: tuple[Path, Path], tmp_path: Path) -> Iterator[Factory]:
+    """Build (not start) managers over both dirs with ``props``; every one still running is shut down at teardown."""
+    with managers_under(tmp_path) as factory:
+        yield lambda props=None: factory(list(dirs), props)
 
 
 def start_in_d1(make: Factory, dirs: tuple[Path, Path], count: int, props: dict[str, str] | None = None) -> tuple[LogManager, Log]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -77,24 +79,33 @@ def test_varlong_extremes(value: int, size: int) -> None:
     assert decode_varlong(encoded, 0) == (value, size)
 
 
+@pytest.mark.parametrize(
+    ("bits", "values", "encode", "size", "decode"),
+    [
+        (32, int32s, encode_varint, varint_size, decode_varint),
+        (64, int64s, encode_varlong, varlong_size, decode_varlong),
+    ],
+    ids=["varint", "varlong"],
+)
 @settings(max_examples=300)
-@given(int32s, st.binary(max_size=4), st.binary(max_size=4))
-def test_varint_round_trip(value: int, before: bytes, after: bytes) -> None:
-    encoded = encode_varint(value)
-    assert len(encoded) == varint_size(value)
-    assert 1 <= len(encoded) <= 5
-    assert encoded == _zigzag_groups(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
-    assert decode_varint(before + encoded + after, len(before)) == (value, len(before) + len(encoded))
-
-
-@settings(max_examples=300)
-@given(int64s, st.binary(max_size=4), st.binary(max_size=4))
-def test_varlong_round_trip(value: int, before: bytes, after: bytes) -> None:
-    encoded = encode_varlong(value)
-    assert len(encoded) == varlong_size(value)
-    assert 1 <= len(encoded) <= 10
-    assert encoded == _zigzag_groups(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
-    assert decode_varlong(before + encoded + after, len(before)) == (value, len(before) + len(encoded))
+@given(data=st.data(), before=st.binary(max_size=4), after=st.binary(max_size=4))
+def test_round_trip(
+    bits: int,
+    values: st.SearchStrategy[int],
+    encode: Callable[[int], bytes],
+    size: Callable[[int], int],
+    decode: Callable[[bytes, int], tuple[int, int]],
+    data: st.DataObject,
+    before: bytes,
+    after: bytes,
+) -> None:
+    """Encoding against the independent reference, its size, and decoding amid other bytes, for either width."""
+    value = data.draw(values)
+    encoded = encode(value)
+    assert len(encoded) == size(value)
+    assert 1 <= len(encoded) <= (bits + 6) // 7
+    assert encoded == _zigzag_groups(((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1))
+    assert decode(before + encoded + after, len(before)) == (value, len(before) + len(encoded))
 
 
 @given(int32s)

@@ -45,12 +45,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import multiprocessing
 import os
 import re
 import resource
-import signal
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -88,6 +85,7 @@ from segments.file_records import FileRecords
 from segments.naming import TopicPartition, log_file
 from segments.records import SimpleRecord
 from tests.conftest import calm_disk
+from tests.small_disk_helpers import run_in_child
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "fork") or not os.path.isdir("/proc/self/fd"),
@@ -97,7 +95,6 @@ pytestmark = pytest.mark.skipif(
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
 PARENT_PID = os.getpid()
-CHILD_TIMEOUT_S = 60.0
 BIG_VALUE = 900
 SMALL_VALUE = 24
 BASE_PROPS = {
@@ -341,39 +338,6 @@ def limit_file_size(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
 
 
-def in_child(body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run ``body`` in a forked child that ignores SIGXFSZ (so writes past RLIMIT_FSIZE fail with EFBIG instead of
-    killing it); return the facts it returned. The child exits without any cleanup, so a body that does not shut
-    its manager down leaves the dirs as a crash would."""
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-
-    def main() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        try:
-            outcome: dict[str, Any] = {"facts": body()}
-        except BaseException:
-            outcome = {"error": traceback.format_exc()}
-        sender.send(outcome)
-
-    child = context.Process(target=main, daemon=True)
-    child.start()
-    sender.close()
-    try:
-        if not receiver.poll(CHILD_TIMEOUT_S):
-            pytest.fail(f"the limited child did not answer within {CHILD_TIMEOUT_S} s")
-        outcome = receiver.recv()
-    finally:
-        child.join(CHILD_TIMEOUT_S)
-        if child.is_alive():
-            child.kill()
-            child.join()
-    if "error" in outcome:
-        pytest.fail(f"the limited child failed:\n{outcome['error']}")
-    facts: dict[str, Any] = outcome["facts"]
-    return facts
-
-
 @dataclass
 class Fault:
     """An injected kernel answer: ``errno_`` for ``call`` on files under ``under`` named ``*suffix``, after
@@ -454,6 +418,15 @@ def ends(*logs: Log) -> dict[str, int]:
     return {str(log.topic_partition): log.log_end_offset for log in logs}
 
 
+def shutdown_and_reopen(
+    manager: LogManager, dirs: Sequence[Path], *logs: Log, expected_start: Mapping[str, int] | None = None
+) -> dict[str, Reopened]:
+    """Note where ``logs`` end, shut ``manager`` down and :func:`reopen_and_check` ``dirs`` against those ends."""
+    expected = ends(*logs)
+    manager.shutdown()
+    return reopen_and_check(dirs, expected, expected_start=expected_start)
+
+
 def append_until_refused(log: Log, append: Callable[[int], object], attempts: int = 60) -> dict[str, Any]:
     """Call ``append(i)`` for i = 0, 1, ... until ``log`` refuses with :class:`KafkaStorageError`; return the
     error, its cause's errno, how many appends succeeded, and the log end and active-segment size before the
@@ -501,7 +474,7 @@ def test_append_past_the_file_size_limit(dirs: tuple[Path, Path], crash: bool) -
             facts["markers"] = (CleanShutdownMarker.exists(d1), CleanShutdownMarker.exists(d2))
         return facts
 
-    facts = in_child(body)
+    facts = run_in_child(body, ignore_sigxfsz=True)
     assert facts["errno"] == errno.EFBIG, facts["error"]
     assert "append of" in facts["error"] and facts["active_log"] in facts["error"] and "File too large" in facts["error"]
     assert facts["still_published"], "a failed append must not move the segment size readers see"
@@ -534,7 +507,7 @@ def test_roll_cannot_size_the_new_index(dirs: tuple[Path, Path]) -> None:
         manager.shutdown()
         return facts
 
-    facts = in_child(body)
+    facts = run_in_child(body, ignore_sigxfsz=True)
     assert facts["errno"] == errno.EFBIG and f"roll to offset {facts['acked']}" in facts["error"], facts["error"]
     assert facts["segments"] == 1, "the segment that could not be created is not in the log"
     assert_contained(facts, "d1", "d2")
@@ -560,7 +533,7 @@ def test_producer_snapshot_at_roll_past_the_limit(dirs: tuple[Path, Path]) -> No
         manager.shutdown()
         return facts
 
-    facts = in_child(body)
+    facts = run_in_child(body, ignore_sigxfsz=True)
     assert facts["errno"] == errno.EFBIG and ".snapshot.tmp" in facts["error"], facts["error"]
     assert "roll to offset" in facts["error"] and len(facts["producers"]) > 20
     assert_contained(facts, "d1", "d2")
@@ -610,7 +583,7 @@ def test_checkpoint_write_past_the_limit(dirs: tuple[Path, Path], first_job: str
         facts["d1_after_shutdown"] = dir_files(d1) == old
         return facts
 
-    facts = in_child(body)
+    facts = run_in_child(body, ignore_sigxfsz=True)
     assert facts["old_kept"] and facts["tmp"] == [] and facts["d1_after_shutdown"]
     checkpoint = RECOVERY_POINT_CHECKPOINT_FILE if first_job == JOB_RECOVERY_POINT_CHECKPOINT else LOG_START_OFFSET_CHECKPOINT_FILE
     assert f"{d1.resolve() / checkpoint}.tmp" in facts["failure"] and "File too large" in facts["failure"]
@@ -644,7 +617,7 @@ def test_clean_shutdown_marker_past_the_limit(dirs: tuple[Path, Path]) -> None:
             "ends": ends(m, n),
         }
 
-    facts = in_child(body)
+    facts = run_in_child(body, ignore_sigxfsz=True)
     assert facts["markers"] == [False, False] and facts["offline"] == {"d1": True, "d2": True}
     assert all(CLEAN_SHUTDOWN_FILE + ".tmp" in failure and "File too large" in failure for failure in facts["failure"])
     reopened = reopen_and_check([d1, d2], facts["ends"])
@@ -694,9 +667,7 @@ def test_flush_fsync_eio(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatc
     assert fault.hits == 1, "no further fsync of the offline dir's files"
     monkeypatch.undo()
     assert_contained(facts, "d1", "d2")
-    expected = ends(big, sib, healthy)
-    manager.shutdown()
-    reopened = reopen_and_check([d1, d2], expected)
+    reopened = shutdown_and_reopen(manager, [d1, d2], big, sib, healthy)
     assert reopened["big-0"].recovered_segments >= 1 and reopened["healthy-0"].recovered_segments == 0
 
 
@@ -784,9 +755,7 @@ def test_bug_is_offline_ignored_the_dir_state(dirs: tuple[Path, Path], monkeypat
                 operation(log)
     assert not healthy.is_offline and produce(healthy) == 3
     monkeypatch.undo()
-    expected = ends(big, sib, healthy)
-    manager.shutdown()
-    reopen_and_check([d1, d2], expected)
+    shutdown_and_reopen(manager, [d1, d2], big, sib, healthy)
 
 
 def test_bug_roll_io_error_escaped_as_bare_oserror(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -800,9 +769,7 @@ def test_bug_roll_io_error_escaped_as_bare_oserror(dirs: tuple[Path, Path], monk
         big.roll()
     assert big.is_offline and sib.is_offline and offline_dirs(manager) == {"d1": True, "d2": False}
     monkeypatch.undo()
-    expected = ends(big, sib, healthy)
-    manager.shutdown()
-    reopen_and_check([d1, d2], expected)
+    shutdown_and_reopen(manager, [d1, d2], big, sib, healthy)
 
 
 def test_bug_roll_check_io_error_reached_the_caller_as_a_raw_oserror(
@@ -825,9 +792,7 @@ def test_bug_roll_check_io_error_reached_the_caller_as_a_raw_oserror(
     assert big.is_offline and sib.is_offline and offline_dirs(manager) == {"d1": True, "d2": False}
     assert produce(healthy) == acked["healthy-0"] + 1
     monkeypatch.undo()
-    expected = ends(big, sib, healthy)
-    manager.shutdown()
-    reopen_and_check([d1, d2], expected)
+    shutdown_and_reopen(manager, [d1, d2], big, sib, healthy)
 
 
 def test_bug_post_roll_snapshot_fsync_escaped_as_bare_oserror(
@@ -844,9 +809,7 @@ def test_bug_post_roll_snapshot_fsync_escaped_as_bare_oserror(
     assert f"{base:020d}.snapshot" in str(caught.value) and big.is_offline and sib.is_offline
     big.flush_up_to_segment(base)  # a queued post-roll flush of an offline log has nothing to do
     monkeypatch.undo()
-    expected = ends(big, sib, healthy)
-    manager.shutdown()
-    reopen_and_check([d1, d2], expected)
+    shutdown_and_reopen(manager, [d1, d2], big, sib, healthy)
 
 
 def test_bug_checkpoint_failure_at_shutdown_still_wrote_the_clean_marker(
@@ -919,9 +882,7 @@ def test_bug_cleanup_io_error_skipped_the_other_dirs(dirs: tuple[Path, Path], mo
     assert "No space left on device" in (manager.status()["dirs"][0]["failure"] or "")
     assert TopicPartition("other", 0) in report.deletions and other.log_start_offset == 12
     monkeypatch.undo()
-    expected = ends(old, other)
-    manager.shutdown()
-    reopen_and_check([d1, d2], expected, expected_start={"other-0": 12})
+    shutdown_and_reopen(manager, [d1, d2], old, other, expected_start={"other-0": 12})
 
 
 def test_bug_write_errors_named_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import multiprocessing
-import os
-import signal
 import subprocess
-import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,9 +30,9 @@ from logmgr.log_manager import JOB_RECOVERY_POINT_CHECKPOINT, LogManager
 from segments.naming import TopicPartition
 from segments.records import SimpleRecord
 from tests.faults.test_disk_full import T0, open_manager, produce, value_for
+from tests.small_disk_helpers import mounted_tmpfs, run_in_child
 
 FS_SIZE = "2m"
-CHILD_TIMEOUT_S = 60.0
 # Small segments and indexes so a 2 MiB filesystem holds many rolls; one index page each.
 PROPS = {"log.segment.bytes": "16384", "log.index.size.max.bytes": "4096"}
 T_BIG = TopicPartition("big", 0)
@@ -46,56 +42,7 @@ T_HEALTHY = TopicPartition("healthy", 0)
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A fresh 2 MiB tmpfs mounted at ``tmp_path/fs`` for this test only; unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    mount_point = tmp_path / "fs"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={FS_SIZE}", "tmpfs", str(mount_point)], capture_output=True, text=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-def run_isolated(body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run ``body`` in a forked child and return the facts it returns; a child killed by a signal (SIGBUS from a
-    sparse mapped page on the full disk) or raising fails the test with what happened."""
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-
-    def main() -> None:
-        try:
-            outcome: dict[str, Any] = {"facts": body()}
-        except BaseException:
-            outcome = {"error": traceback.format_exc()}
-        sender.send(outcome)
-
-    child = context.Process(target=main, daemon=True)
-    child.start()
-    sender.close()
-    try:
-        if not receiver.poll(CHILD_TIMEOUT_S):
-            pytest.fail(f"the child did not answer within {CHILD_TIMEOUT_S} s")
-        outcome = receiver.recv()
-    except EOFError:
-        child.join(CHILD_TIMEOUT_S)
-        code = child.exitcode
-        name = signal.Signals(-code).name if code is not None and code < 0 else f"exit code {code}"
-        pytest.fail(f"the child died without an answer: {name}")
-    finally:
-        child.join(CHILD_TIMEOUT_S)
-        if child.is_alive():
-            child.kill()
-            child.join()
-    if "error" in outcome:
-        pytest.fail(f"the child failed:\n{outcome['error']}")
-    facts: dict[str, Any] = outcome["facts"]
-    return facts
+    yield from mounted_tmpfs(tmp_path, FS_SIZE)
 
 
 def fill(fs: Path) -> Path:
@@ -138,6 +85,14 @@ def healthy_facts(manager: LogManager, healthy: Log) -> dict[str, Any]:
         "healthy_served": sum(b.records_count for b in served),
         "offline": {Path(d["path"]).name: d["offline"] for d in manager.status()["dirs"]},
     }
+
+
+def refused_facts(manager: LogManager, healthy: Log, action: Callable[[], object]) -> dict[str, Any]:
+    """Run ``action`` on the full disk, which must refuse it with :class:`KafkaStorageError`; return the error's
+    facts and what the dir on the ordinary disk still does."""
+    with pytest.raises(KafkaStorageError) as refused:
+        action()
+    return {**storage_facts(refused.value), **healthy_facts(manager, healthy)}
 
 
 def check_reopened(d1: Path, d2: Path, acked: int) -> dict[str, Any]:
@@ -200,7 +155,7 @@ def test_appends_fill_the_disk_then_resume(small_fs: Path, tmp_path: Path) -> No
         manager.shutdown()
         return facts
 
-    facts = run_isolated(body)
+    facts = run_in_child(body)
     assert_contained(facts, small_fs)
     (small_fs / "spare").unlink()
     reopened = check_reopened(d1, d2, facts["acked"])
@@ -233,7 +188,7 @@ def test_bug_sigbus_on_an_index_entry_of_a_full_disk(small_fs: Path, tmp_path: P
         manager.shutdown()
         return facts
 
-    facts = run_isolated(body)
+    facts = run_in_child(body)
     assert_contained(facts, small_fs)
     assert facts["filename"].endswith(".log") and facts["index_entries"] > 0, facts
     (small_fs / "filler").unlink()
@@ -248,16 +203,11 @@ def test_roll_on_a_full_disk(small_fs: Path, tmp_path: Path) -> None:
         manager, big, healthy = manager_with_logs(d1, d2)
         acked = produce(big, 3)
         fill(small_fs)
-        try:
-            big.roll()
-        except KafkaStorageError as err:
-            facts = {**storage_facts(err), **healthy_facts(manager, healthy), "acked": acked}
-        else:
-            raise AssertionError("a roll on a full disk succeeded")
+        facts = {**refused_facts(manager, healthy, big.roll), "acked": acked}
         manager.shutdown()
         return facts
 
-    facts = run_isolated(body)
+    facts = run_in_child(body)
     assert_contained(facts, small_fs)
     assert facts["filename"].endswith((".index", ".timeindex", ".log", ".snapshot.tmp")), facts
     (small_fs / "filler").unlink()
@@ -278,11 +228,8 @@ def test_checkpoint_write_on_a_full_disk(small_fs: Path, tmp_path: Path) -> None
         fill(small_fs)
         manager.run_job_now(JOB_RECOVERY_POINT_CHECKPOINT)
         state = next(d for d in manager.log_dirs() if d.path == d1.resolve()).state
-        with pytest.raises(KafkaStorageError) as refused:
-            produce(big, 1)
         facts = {
-            **storage_facts(refused.value),
-            **healthy_facts(manager, healthy),
+            **refused_facts(manager, healthy, lambda: produce(big, 1)),
             "failure": state.failure,
             "unchanged": (d1 / RECOVERY_POINT_CHECKPOINT_FILE).read_bytes() == before,
             "tmp_left": sorted(p.name for p in d1.rglob("*.tmp")),
@@ -291,7 +238,7 @@ def test_checkpoint_write_on_a_full_disk(small_fs: Path, tmp_path: Path) -> None
         manager.shutdown()
         return facts
 
-    facts = run_isolated(body)
+    facts = run_in_child(body)
     assert facts["failure"] and RECOVERY_POINT_CHECKPOINT_FILE in facts["failure"], facts
     assert "No space left on device" in facts["failure"], facts
     assert facts["unchanged"] and facts["tmp_left"] == [], facts
@@ -313,13 +260,12 @@ def test_bug_leader_epoch_checkpoint_enospc_escaped_append_as_bare_oserror(small
         healthy = manager.get_or_create_log(T_HEALTHY.topic, 0)
         produce(log, 2)
         fill(small_fs)
-        with pytest.raises(KafkaStorageError) as refused:
-            log.append_records([SimpleRecord(b"v", b"k", T0)], leader_epoch=1)
-        facts = {**storage_facts(refused.value), **healthy_facts(manager, healthy)}
+        new_epoch = [SimpleRecord(b"v", b"k", T0)]
+        facts = refused_facts(manager, healthy, lambda: log.append_records(new_epoch, leader_epoch=1))
         manager.shutdown()
         return facts
 
-    facts = run_isolated(body)
+    facts = run_in_child(body)
     assert_contained(facts, small_fs)
     assert facts["filename"].endswith("leader-epoch-checkpoint.tmp"), facts
 
@@ -356,7 +302,7 @@ def test_startup_recovery_on_a_full_disk(small_fs: Path, tmp_path: Path, dirs: s
         started.shutdown()
         return facts
 
-    facts = run_isolated(body)
+    facts = run_in_child(body)
     if dirs == "one":
         assert set(facts) == {"refused"} and "No space left on device" in facts["refused"], facts
         assert str(small_fs) in facts["refused"], facts
@@ -390,7 +336,7 @@ def test_startup_on_a_read_only_remount(small_fs: Path, tmp_path: Path) -> None:
                 return {**facts, "single": "started"}
             return {**facts, "single": "refused"}
 
-        facts = run_isolated(body)
+        facts = run_in_child(body)
     finally:
         subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)
     assert facts["failure"] and "Read-only file system" in facts["failure"], facts
