@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from checkpoints.atomic import fsync_dir
 from checkpoints.partition_metadata import (
@@ -53,11 +53,11 @@ from segments._native.append import (
     SCAN_CORRUPT,
     SCAN_INVALID,
     SCAN_NOT_V2,
-    SCAN_OFFSET_OVERFLOW,
     SCAN_OK,
     SCAN_TOO_LARGE,
     AppendScan,
-    scan_append,
+    append_to_log,
+    register_append_info,
 )
 from segments._native.fetch import FetchData
 from segments.compression import CompressionType
@@ -136,6 +136,26 @@ class LogAppendInfo:
     batches: int
     records: int
     duplicate: bool = False
+
+
+register_append_info(LogAppendInfo)
+
+
+class AppendFacts(NamedTuple):
+    """What an append derives from a log's config (see :meth:`Log._append_facts`); a tuple, which the compiled
+    append sequence unpacks by position in this order."""
+
+    config: LogConfig
+    bounded: bool
+    """A CreateTime window can refuse a timestamp."""
+    roll_ms: int
+    """The time-based roll limit (``segment.ms``, or ``max.compaction.lag.ms`` if lower on a compacted topic)."""
+    append_time: int | None
+    """Not None when the topic stamps LogAppendTime."""
+    compact: bool
+    max_message_bytes: int
+    segment_bytes: int
+    flush_messages: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +320,7 @@ class Log:
         self.last_flush_ms = self.clock.time_ms()
         self._rng = _JITTER_RNG
         # What appends derive from the config (see _append_facts), for the config object it was derived from.
-        self._facts: tuple[LogConfig, bool, int, int | None, bool] | None = None
+        self._facts: AppendFacts | None = None
         # (max.message.bytes, its decode limits): every read hands them out (see _refresh_limits).
         self._limits = (config.max_message_bytes, DecodeLimits.for_max_message_bytes(config.max_message_bytes))
         self.dir_state = LogDirState()
@@ -463,9 +483,12 @@ class Log:
         the original offsets are returned with ``duplicate=True``. O(size)."""
         # _append, written out: every produce request passes here, and a call layer costs as much as an index entry.
         try:
-            return self._append_unguarded(records, True, leader_epoch, origin)
+            appended: LogAppendInfo = append_to_log(
+                self, records, True, leader_epoch, origin, origin is AppendOrigin.CLIENT
+            )
         except OSError as err:
             raise self._io_failure("append", err) from err
+        return appended
 
     def append_as_follower(self, records: bytes) -> LogAppendInfo:
         """Append batches with their offsets as given (replication, restore, an intra-broker move): strictly
@@ -563,7 +586,7 @@ class Log:
         O(batches) otherwise."""
         create_time = self.config.message_timestamp_type == CREATE_TIME
         before, after = self.config.timestamp_bounds
-        bounded = self._append_facts()[1]
+        bounded = self._append_facts().bounded
         view = memoryview(records)
         for number, (start, end) in enumerate(scan.spans()):
             batch = DefaultRecordBatch(view[start:end])
@@ -595,16 +618,20 @@ class Log:
                 )
 
     def _append(self, records: bytes, *, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
-        # _io_guarded("append"), written out: the decorator's call layer costs as much as an index append.
+        """The append sequence (compiled: :func:`segments._native.append.append_to_log`, which calls the methods
+        below for its rare branches), an I/O error taking the dir offline (``_io_guarded("append")``, written out:
+        the decorator's call layer costs as much as an index append). O(size)."""
         try:
-            return self._append_unguarded(records, leader, leader_epoch, origin)
+            appended: LogAppendInfo = append_to_log(
+                self, records, leader, leader_epoch, origin, origin is AppendOrigin.CLIENT
+            )
         except OSError as err:
             raise self._io_failure("append", err) from err
+        return appended
 
-    def _append_facts(self) -> tuple[LogConfig, bool, int, int | None, bool]:
-        """(config, whether a CreateTime window can refuse a timestamp, the time-based roll limit in ms, None or
-        the marker that the topic stamps LogAppendTime, whether the topic is compacted) for the current config,
-        derived again only after :meth:`update_config`: every append asks once. O(1)."""
+    def _append_facts(self) -> AppendFacts:
+        """What every append derives from the current config (:class:`AppendFacts`), derived again only after
+        :meth:`update_config`: every append asks once. O(1)."""
         facts = self._facts
         config = self.config
         if facts is None or facts[0] is not config:
@@ -615,154 +642,79 @@ class Log:
             else:
                 roll_ms = config.segment_ms
             append_time = 0 if config.message_timestamp_type == "LogAppendTime" else None
-            facts = self._facts = (config, bounded, roll_ms, append_time, config.compact)
+            facts = self._facts = AppendFacts(
+                config, bounded, roll_ms, append_time, config.compact, config.max_message_bytes, config.segment_bytes,
+                config.flush_messages,
+            )
         return facts
 
-    def _append_unguarded(self, records: bytes, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
-        # Validation (CRC and framing, O(size)) runs before the writer lock, as Kafka's analyzeAndValidateRecords,
-        # on the config read once for the whole append (_append_facts's check, written out).
-        facts = self._facts
-        if facts is None or facts[0] is not self.config:
-            facts = self._append_facts()
-        config, bounded, roll_ms, stamp_append_time, compact = facts
-        scan = scan_append(records, config.max_message_bytes, leader, origin is AppendOrigin.CLIENT)
-        if scan.failure != SCAN_OK or scan.compressed_batches or scan.legacy_batches:
-            self._validate(records, scan, config.max_message_bytes)
-        if leader and compact:
-            self._refuse_null_keys(records, scan)
-        with self._lock:
-            dir_state = self.dir_state
-            if self._closed or self._offline_error is not None or dir_state.offline:
-                self._ensure_online()
-            if dir_state.full:
-                raise LogDirFullError(
-                    f"{self.topic_partition}: log dir {self.dir.parent} is above its disk usage limit; appends are "
-                    "refused until cleanup frees space"
-                )
-            now = self.clock.time_ms()
-            if leader:
-                if bounded or scan.log_append_time_batches:
-                    # Otherwise nothing can be refused: the records need not be decoded.
-                    self._check_timestamps(records, scan, now)
-                scan.assign_offsets(self._end[0], leader_epoch, None if stamp_append_time is None else now)
-            else:
-                below = scan.check_follower(self._log_end_offset)
-                if below is not None:
-                    raise InvalidRecordError(
-                        f"{self.topic_partition}: follower append at offset {below[0]} is below the expected "
-                        f"offset {below[1]}"
-                    )
-            if scan.failure == SCAN_OFFSET_OVERFLOW:
-                raise InvalidRecordError(f"{self.topic_partition}: the offsets of the append pass 2^63 - 1")
-            first_offset, last_offset = scan.first_offset, scan.last_offset
-            if last_offset - first_offset > _INT32_MAX:
-                # No segment can hold it; refused before a roll could leave an empty segment above the log end.
-                raise InvalidRecordError(
-                    f"{self.topic_partition}: offsets {first_offset}..{last_offset} of one append do not fit one "
-                    "segment (32-bit relative offsets)"
-                )
-            # Producer state is checked before anything is written (duplicates, sequences, epochs), on the batches
-            # as given with the offsets (and append time) the leader stamped in their headers.
-            infos: Sequence[ProducerAppendInfo] = ()
-            completed: Sequence[EndedTxn] = ()
-            if scan.producer_batches:
-                infos, completed = [], []
-                view = memoryview(records)
-                append_time = None if not leader or stamp_append_time is None else now
-                for start, end, base_offset in scan.producer_spans():
-                    batch = DefaultRecordBatch(view[start:end])
-                    info = self.producer_state.prepare_update(batch.producer_id, origin)
-                    try:
-                        txn = info.append(batch, base_offset, append_time)
-                    except DuplicateSequenceError as dup:
-                        if not leader or dup.duplicate is None:
-                            raise
-                        # Kafka answers a retried idempotent batch with the offsets it got the first time.
-                        meta = dup.duplicate
-                        return LogAppendInfo(
-                            meta.first_offset, meta.last_offset, meta.timestamp, meta.last_offset,
-                            -1, -1, 0, 0, 0, duplicate=True,
-                        )
-                    infos.append(info)
-                    if txn is not None:
-                        completed.append(txn)
-            max_timestamp = scan.max_timestamp
-            offset_of_max_timestamp = scan.offset_of_max_timestamp
-            incoming = len(records)
-            # _maybe_roll, written out (with _io_guarded("roll check")): every append passes here.
+    def _dir_full_error(self) -> LogDirFullError:
+        return LogDirFullError(
+            f"{self.topic_partition}: log dir {self.dir.parent} is above its disk usage limit; appends are refused "
+            "until cleanup frees space"
+        )
+
+    def _refusal(self, reason: str) -> InvalidRecordError:
+        return InvalidRecordError(f"{self.topic_partition}: {reason}")
+
+    def _too_large_for_a_segment(self, incoming: int, segment_bytes: int) -> RecordBatchTooLargeError:
+        return RecordBatchTooLargeError(
+            f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes {segment_bytes}"
+        )
+
+    def _prepare_producers(
+        self, records: bytes, scan: AppendScan, append_time: int | None, origin: AppendOrigin, leader: bool
+    ) -> tuple[list[ProducerAppendInfo], list[EndedTxn]] | LogAppendInfo:
+        """Producer state checked before anything is written (duplicates, sequences, epochs), on the batches as
+        given with the offsets (and ``append_time``) the leader stamped in their headers: the updates to apply
+        after the write and the transactions they end, or, for a leader's retried idempotent batch, the offsets
+        it got the first time (Kafka's answer; nothing is written). O(producer batches)."""
+        infos: list[ProducerAppendInfo] = []
+        completed: list[EndedTxn] = []
+        view = memoryview(records)
+        for start, end, base_offset in scan.producer_spans():
+            batch = DefaultRecordBatch(view[start:end])
+            info = self.producer_state.prepare_update(batch.producer_id, origin)
             try:
-                segment = self.segments.active_segment
-                if incoming > config.segment_bytes:
-                    raise RecordBatchTooLargeError(
-                        f"{self.topic_partition}: append of {incoming} bytes exceeds segment.bytes "
-                        f"{config.segment_bytes}"
-                    )
-                if segment.roll_due(incoming, max_timestamp, last_offset, now, config.segment_bytes, roll_ms):
-                    segment = self.roll(first_offset)
-            except OSError as err:
-                raise self._io_failure("roll check", err) from err
-            # The segment's facts start from "no timestamp" (-1), as its own walk of the batches would.
-            segment_timestamp, segment_offset_of_max = max_timestamp, offset_of_max_timestamp
-            if max_timestamp <= NO_TIMESTAMP:
-                segment_timestamp, segment_offset_of_max = NO_TIMESTAMP, -1
-            try:
-                position = segment.append_batches(
-                    scan.buffers(), scan.largest_offset, segment_timestamp, segment_offset_of_max
+                txn = info.append(batch, base_offset, append_time)
+            except DuplicateSequenceError as dup:
+                if not leader or dup.duplicate is None:
+                    raise
+                meta = dup.duplicate
+                return LogAppendInfo(
+                    meta.first_offset, meta.last_offset, meta.timestamp, meta.last_offset, -1, -1, 0, 0, 0,
+                    duplicate=True,
                 )
-            except OSError as err:
-                raise self._io_failure(f"append of {incoming} bytes at offset {first_offset}", err) from err
-            if leader:
-                # Every batch was stamped with leader_epoch: the first one is the only one the cache can take.
-                if leader_epoch >= 0:
-                    self.leader_epochs.assign(leader_epoch, first_offset)
-            else:
-                for epoch, start_offset in scan.epoch_starts():
-                    self.leader_epochs.assign(epoch, start_offset)
-            for info in infos:
-                self.producer_state.update(info)
-            for ended in completed:
-                # The LSO is computed after every producer of the append is updated, as in Kafka.
-                lso = self.producer_state.last_stable_offset(ended)
-                if ended.is_aborted:
-                    aborted = AbortedTxn(ended.producer_id, ended.first_offset, ended.last_offset, lso)
-                    try:
-                        segment.append_aborted_txn(aborted)
-                    except OSError as err:
-                        raise self._io_failure(f"transaction index append at offset {last_offset}", err) from err
-                self.producer_state.complete_txn(ended)
-            log_end = last_offset + 1
-            self._end = (log_end, segment.base_offset, position + incoming)  # _publish_end, inlined
-            self.producer_state.update_map_end_offset(log_end)
-            committer = None
-            if self.key_index is not None:
-                self.key_index.notify()
-            if log_end - self._recovery_point >= config.flush_messages:
-                committer = self.group_commit
-                if committer is None:
-                    self.flush(log_end)
-            appended = LogAppendInfo(
-                first_offset,
-                last_offset,
-                max_timestamp,
-                offset_of_max_timestamp,
-                segment.base_offset,
-                position,
-                incoming,
-                scan.batches,
-                scan.records,
-            )
-        if committer is not None:
-            # Outside the writer lock: the flusher takes it, and other appenders queue behind the same fsync.
-            committer.wait_durable(self, appended.last_offset + 1)
-        return appended
+            infos.append(info)
+            if txn is not None:
+                completed.append(txn)
+        return infos, completed
+
+    def _apply_producers(
+        self, infos: Sequence[ProducerAppendInfo], completed: Sequence[EndedTxn], segment: LogSegment, last_offset: int
+    ) -> None:
+        """After the write: the producer updates of :meth:`_prepare_producers`, then each ended transaction
+        (an aborted one indexed in ``segment``'s ``.txnindex``). The LSO is computed after every producer of the
+        append is updated, as in Kafka. O(producer batches)."""
+        for info in infos:
+            self.producer_state.update(info)
+        for ended in completed:
+            lso = self.producer_state.last_stable_offset(ended)
+            if ended.is_aborted:
+                aborted = AbortedTxn(ended.producer_id, ended.first_offset, ended.last_offset, lso)
+                try:
+                    segment.append_aborted_txn(aborted)
+                except OSError as err:
+                    raise self._io_failure(f"transaction index append at offset {last_offset}", err) from err
+            self.producer_state.complete_txn(ended)
 
     # -- roll -----------------------------------------------------------------------------------------------------
 
     def should_roll(self, segment: LogSegment, incoming_bytes: int, max_timestamp: int, last_offset: int, now: int) -> bool:
         """Kafka's roll rules (§6.1): size, time (record time when known, with jitter), full indexes, relative
         offset overflow (:meth:`LogSegment.roll_due` on this log's config). O(1)."""
-        config, _, roll_ms, _, _ = self._append_facts()
-        return segment.roll_due(incoming_bytes, max_timestamp, last_offset, now, config.segment_bytes, roll_ms)
+        facts = self._append_facts()
+        return segment.roll_due(incoming_bytes, max_timestamp, last_offset, now, facts.segment_bytes, facts.roll_ms)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, log end offset)``: the old one gets its final

@@ -18,9 +18,10 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from segments._native.append import FileAppendState
 from segments._native.batches import BatchWalk, FileBatch, locate_batch, register
 from segments.errors import CorruptRecordError
 from segments.legacy import LegacyRecordBatch
@@ -42,7 +43,6 @@ __all__ = [
     "open_no_follow",
     "read_at",
     "walk_batches",
-    "write_buffers",
 ]
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -51,28 +51,6 @@ _OPENING = threading.Lock()
 """Serializes the first open of unopened files (rare: once per file), shared so an unopened file holds no lock."""
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_IOV_MAX = os.sysconf("SC_IOV_MAX")
-"""Most buffers one ``pwritev`` takes (Linux: 1024; above it the call fails with ``EINVAL``)."""
-
-
-def write_buffers(fd: int, buffers: Sequence[bytes | memoryview], position: int, written: int = 0) -> None:
-    """Write the bytes of ``buffers`` in order at ``position`` of the open file ``fd``, whole, in ``pwritev`` calls
-    of at most ``IOV_MAX`` buffers, continuing after short writes; the first ``written`` bytes are there already
-    (what a short ``pwritev`` wrote). O(total length)."""
-    pending = list(buffers)
-    first = 0
-    offset = position + written
-    while True:
-        # Skip the buffers written whole; the one written in part continues as a view of its rest.
-        while first < len(pending) and written >= len(pending[first]):
-            written -= len(pending[first])
-            first += 1
-        if first == len(pending):
-            return
-        if written:
-            pending[first] = memoryview(pending[first])[written:]
-        written = os.pwritev(fd, pending[first : first + _IOV_MAX], offset)
-        offset += written
 
 
 def open_no_follow(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
@@ -168,7 +146,7 @@ def walk_batches(
     return BatchWalk(read, start, limit, path=path, max_batch_size=max_batch_size)
 
 
-class FileRecords:
+class FileRecords(FileAppendState):
     """An open ``.log`` (or KRaft ``.checkpoint``) file.
 
     ``size_in_bytes`` starts as the file length (Kafka's rule for an existing file: a crashed preallocated file
@@ -177,6 +155,9 @@ class FileRecords:
     Given ``size`` (the length a directory listing's stat found), nothing is opened until the first read, append,
     truncation or fsync (Kafka's lazy index, extended to the ``.log``): a clean startup opens no segment file.
     :meth:`release` returns an opened file to that state.
+
+    Appends (``append``) and the descriptor and size they move are compiled
+    (:class:`segments._native.append.FileAppendState`).
     """
 
     def __init__(
@@ -281,32 +262,6 @@ class FileRecords:
         for found in self.batches(start, end):
             found.ensure_valid()
             yield found
-
-    def append(self, *buffers: bytes | memoryview) -> int:
-        """Append the bytes of ``buffers`` in order, written together (``os.pwritev``: a leader writes each stamped
-        batch header and the producer's records after it without joining them); return the position they start
-        at. O(total length).
-
-        A failed write (``ENOSPC``, ``EFBIG``, ``EIO``) raises an ``OSError`` naming the file and leaves
-        :attr:`size_in_bytes` unchanged, so readers never see the bytes a short write left behind; the next append
-        overwrites them and :meth:`close` trims them.
-        """
-        if not self._writable:
-            self._require_writable()
-        position = self._size
-        length = sum(map(len, buffers))
-        fd = self._fd
-        if fd is None:
-            fd = self._descriptor()
-        try:
-            # Every append's path: one call for all buffers; the rest only after a short write or past IOV_MAX.
-            written = os.pwritev(fd, buffers, position) if len(buffers) <= _IOV_MAX else 0
-            if written < length:
-                write_buffers(fd, buffers, position, written)
-        except OSError as err:
-            raise self._located(err, f"append of {length} bytes at position {position}") from err
-        self._size = position + length
-        return position
 
     def truncate_to(self, size: int) -> int:
         """Cut the file to ``size`` bytes (never grows it); return the bytes removed. O(1)."""

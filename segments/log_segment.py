@@ -21,12 +21,13 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Literal, NamedTuple, TypeVar
 
+from segments._native.append import SegmentAppendState
 from segments._native.batches import (
     FetchSlice,
     RecoveryScan,
@@ -38,7 +39,6 @@ from segments._native.batches import (
     next_offset_from,
 )
 from segments._native.files import open_for_reading, write_if_different
-from segments._native.index import append_segment_entries, indexes_full
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
     CorruptIndexError,
@@ -173,7 +173,7 @@ _TIME_ENTRY = struct.Struct(">qi")
 """A time-index entry: timestamp, offset relative to the segment's base."""
 
 
-class LogSegment:
+class LogSegment(SegmentAppendState):
     """A segment: ``.log`` + offset index + time index + transaction index, starting at ``base_offset``.
 
     A segment loaded from a directory listing (:meth:`open` with ``listed``) holds only its directory and base
@@ -190,10 +190,11 @@ class LogSegment:
 
     # Class-level defaults of what a listed segment does not have yet: a log load makes thousands of segments and
     # most are never used, so each sets only what differs (instances shadow these on first assignment).
-    # None until first use (made under _MAKING).
-    _log: FileRecords | None = None
-    _offset_index: LazyIndex[OffsetIndex] | None = None
-    _time_index: LazyIndex[TimeIndex] | None = None
+    # None until first use (made under _MAKING); _log, _offset_index and _time_index are C fields of the append
+    # state (None until set), declared here for the type checker only.
+    _log: FileRecords | None
+    _offset_index: LazyIndex[OffsetIndex] | None
+    _time_index: LazyIndex[TimeIndex] | None
     _txn_index: TransactionIndex | None = None
     _listed_size: int | None = None
     """The ``.log`` length while ``_log`` is None: the listing's, or None until learned (see the class doc)."""
@@ -204,12 +205,6 @@ class LogSegment:
     """The size :meth:`resize_indexes` asked for before the index holders were made: given to them when made."""
     _suffix = ""
     _closed = False
-    rolling_based_timestamp: int | None = None
-    _bytes_since_last_index_entry = 0
-    _max_timestamp: int | None = None
-    """The largest batch max timestamp appended (-1: none), None until known (see :meth:`_max_timestamp_so_far`);
-    with :attr:`_offset_of_max_timestamp`, two plain ints: every append may move them."""
-    _offset_of_max_timestamp = -1
 
     def __init__(
         self,
@@ -543,37 +538,6 @@ class LogSegment:
             return timestamp
         return int(os.stat(self.log_path).st_mtime * 1000)
 
-    def roll_due(
-        self, incoming_bytes: int, max_timestamp: int, last_offset: int, now_ms: int, segment_bytes: int, roll_ms: int
-    ) -> bool:
-        """Kafka's ``shouldRoll`` for an append of ``incoming_bytes`` whose largest offset is ``last_offset`` and
-        max timestamp ``max_timestamp`` (§6.1), cheapest rule first: ``segment.bytes``; the offset overflowing the
-        32-bit relative range; the time rule (``roll_ms`` less this segment's jitter) on ``timeWaitedForRoll``, the
-        incoming max timestamp minus the first batch's max timestamp when that is known (>= 0), else wall time
-        since this segment object was created; either index full (the time index keeps its last slot for the
-        roll's entry). One call per append. O(1) after the first call on a reopened segment (which reads the
-        first batch header)."""
-        log = self._log
-        size = log._size if log is not None else self.size
-        if size > segment_bytes - incoming_bytes or last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
-            return True
-        if size > 0:
-            first = self.rolling_based_timestamp
-            if first is None:
-                for found in self.log.batches():
-                    first = self.rolling_based_timestamp = found.batch.max_timestamp
-                    break
-            waited = max_timestamp - first if first is not None and first >= 0 else now_ms - self.created_ms
-            if waited > roll_ms - self.roll_jitter_ms:
-                return True
-        offset_lazy, time_lazy = self._offset_index, self._time_index
-        offset_index = None if offset_lazy is None else offset_lazy._index
-        time_index = None if time_lazy is None else time_lazy._index
-        return indexes_full(
-            self.offset_index if offset_index is None else offset_index,
-            self.time_index if time_index is None else time_index,
-        )
-
     # -- writing ----------------------------------------------------------------------------------------------
 
     def append(self, records: bytes | memoryview) -> int:
@@ -598,47 +562,6 @@ class LogSegment:
         if count == 0 or end != len(records):
             raise CorruptRecordError(f"append to {self.log.path} must hold whole batches")
         return self.append_batches((records,), largest_offset, largest_timestamp, shallow_offset_of_max)
-
-    def append_batches(
-        self, buffers: Sequence[bytes | memoryview], largest_offset: int, largest_timestamp: int,
-        shallow_offset_of_max_timestamp: int,
-    ) -> int:
-        """:meth:`append` for a caller that walked the batches already (Kafka's ``LogSegment.append``): their
-        bytes are those of ``buffers`` in order (one write: a leader's stamped headers and the producer's records
-        apart, :meth:`~segments._native.append.AppendScan.buffers`), ``largest_offset`` is their largest last
-        offset, ``largest_timestamp`` their largest max timestamp if above -1 (else -1) and
-        ``shallow_offset_of_max_timestamp`` the last offset of the first batch holding it (else -1). O(total
-        length) for the write."""
-        # Every append's path: plain attributes only, no property between the write and the index step.
-        if not 0 <= largest_offset - self.base_offset <= MAX_RELATIVE_OFFSET:
-            self._ensure_offset_in_range(largest_offset)
-        log = self._log
-        if log is None:
-            log = self.log
-        position = log.append(*buffers)
-        length = log._size - position
-        if position == 0:
-            self.rolling_based_timestamp = largest_timestamp
-        most = self._max_timestamp
-        if most is None:
-            most = self._max_timestamp_so_far().timestamp
-        if largest_timestamp > most:
-            most = self._max_timestamp = largest_timestamp
-            self._offset_of_max_timestamp = shallow_offset_of_max_timestamp
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            # The opened indexes as plain attributes (the properties open them on first use).
-            offset_lazy, time_lazy = self._offset_index, self._time_index
-            offset_index = None if offset_lazy is None else offset_lazy._index
-            time_index = None if time_lazy is None else time_lazy._index
-            append_segment_entries(
-                self.offset_index if offset_index is None else offset_index,
-                self.time_index if time_index is None else time_index,
-                largest_offset, position, most, self._offset_of_max_timestamp,
-            )
-            self._bytes_since_last_index_entry = length
-        else:
-            self._bytes_since_last_index_entry += length
-        return position
 
     def append_aborted_txn(self, aborted: AbortedTxn) -> None:
         """Record an aborted transaction whose ABORT marker lies in this segment. O(1)."""

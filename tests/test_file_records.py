@@ -3,8 +3,10 @@ size, size limit), the 8 MiB read window, and fuzzing of the walk over arbitrary
 
 from __future__ import annotations
 
+import errno
 import os
 import random
+import resource
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +25,7 @@ from segments.errors import (
 from segments.file_records import FileBatch, FileRecords, batch_view, iter_batches, walk_batches
 from segments.legacy import LegacyRecordBatch
 from segments.records import DefaultRecordBatch, SimpleRecord, build_batch
+from tests.small_disk_helpers import run_in_child
 from tests.test_legacy import VALID_ENTRIES, legacy_like_bytes
 from tests.test_records import VALID_BATCHES, batch_like_bytes
 
@@ -359,39 +362,57 @@ def test_fuzz_valid_logs_with_any_cut(pieces: list[bytes], data: st.DataObject) 
     assert [f.position for f in found] == expected
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    sizes=st.lists(st.integers(min_value=0, max_value=300), min_size=1, max_size=40),
-    cap=st.integers(min_value=1, max_value=700),
-    many=st.booleans(),
-)
-def test_append_writes_every_buffer_through_short_writes_and_past_iov_max(
-    tmp_path_factory: pytest.TempPathFactory, sizes: list[int], cap: int, many: bool
-) -> None:
-    """``append(*buffers)`` writes the buffers' bytes in order however the kernel splits them: each ``pwritev``
-    answers with at most ``cap`` bytes (a short write, possibly ending inside a buffer), and with ``many`` there are
-    more buffers than one call takes (IOV_MAX). The wrapper only shortens what the real call is given: every byte
-    lands in a real file."""
-    rng = random.Random(len(sizes) * 1000 + cap)
-    buffers: list[bytes | memoryview] = [rng.randbytes(size) for size in sizes]
+def _buffer_shapes(seed: int, many: bool) -> list[bytes | memoryview]:
+    """Buffers of random sizes (some empty), every third one a memoryview; with ``many``, more than one
+    ``pwritev`` takes (IOV_MAX) after them."""
+    rng = random.Random(seed)
+    buffers: list[bytes] = [rng.randbytes(rng.choice((0, 1, 7, 61, 300, 5000))) for _ in range(rng.randint(1, 40))]
     if many:
-        buffers = buffers + [bytes([n % 256]) for n in range(os.sysconf("SC_IOV_MAX") + 5)]
-    buffers = [memoryview(b) if n % 3 == 0 else b for n, b in enumerate(buffers)]
+        buffers += [bytes([n % 256]) for n in range(os.sysconf("SC_IOV_MAX") + 5)]
+    return [memoryview(b) if n % 3 == 0 else b for n, b in enumerate(buffers)]
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["few", "past-iov-max"])
+def test_append_writes_every_buffer_in_order_through_a_short_write(tmp_path: Path, many: bool) -> None:
+    """``append(*buffers)`` writes the buffers' bytes in order at the file's size, in ``pwritev`` calls of at most
+    IOV_MAX buffers, and goes on after a short write. A regular file's write is cut short by the kernel only at
+    a limit, so each case runs in a forked child under a real RLIMIT_FSIZE placed inside the append (inside a
+    buffer, at a buffer edge, past the first IOV_MAX buffers): the first call writes up to the limit, the next one
+    starts exactly there and fails with EFBIG, which names the file; the size is unchanged and the bytes before the
+    limit are the buffers' in order. With the limit lifted, the next append overwrites the torn bytes."""
+    buffers = _buffer_shapes(7 if many else 3, many)
     expected = b"".join(bytes(b) for b in buffers)
-    real = os.pwritev
-    calls: list[int] = []
+    path = tmp_path / "00000000000000000000.log"
+    cuts = sorted({1, len(expected) // 2, len(bytes(buffers[0])) or 1, len(expected) - 1})
 
-    def short_pwritev(fd: int, pieces: list[bytes | memoryview], position: int) -> int:
-        assert len(pieces) <= os.sysconf("SC_IOV_MAX")
-        calls.append(len(pieces))
-        joined = b"".join(bytes(p) for p in pieces)
-        return real(fd, [joined[:cap]], position)
+    def body() -> dict[str, object]:
+        facts: dict[str, object] = {}
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        for cut in cuts:
+            path.unlink(missing_ok=True)
+            with FileRecords(path, writable=True, create=True) as log:
+                log.append(b"head")
+                resource.setrlimit(resource.RLIMIT_FSIZE, (4 + cut, hard))
+                try:
+                    log.append(*buffers)
+                    facts[f"{cut}"] = "not refused"
+                    continue
+                except OSError as err:
+                    refused = (err.errno, err.filename, str(err))
+                finally:
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+                torn = path.read_bytes()
+                size = log.size_in_bytes
+                assert log.append(*buffers) == 4
+                facts[f"{cut}"] = (refused, torn, size, log.size_in_bytes)
+            facts[f"{cut} final"] = path.read_bytes()
+        return facts
 
-    path = tmp_path_factory.mktemp("vectored") / "00000000000000000000.log"
-    with pytest.MonkeyPatch.context() as patch, FileRecords(path, writable=True, create=True) as log:
-        log.append(b"head")
-        patch.setattr(os, "pwritev", short_pwritev)
-        assert log.append(*buffers) == 4
-        assert log.size_in_bytes == 4 + len(expected)
-    assert path.read_bytes() == b"head" + expected
-    assert len(calls) >= (len(expected) + cap - 1) // cap
+    facts = run_in_child(body, ignore_sigxfsz=True)
+    for cut in cuts:
+        (errno_, filename, message), torn, size, grown = facts[f"{cut}"]  # type: ignore[misc]
+        assert errno_ == errno.EFBIG and filename == str(path), message
+        assert f"append of {len(expected)} bytes at position 4" in message
+        assert torn == b"head" + expected[:cut], f"the bytes before the limit at {cut} are the buffers' in order"
+        assert size == 4, "a failed append leaves the size unchanged"
+        assert grown == 4 + len(expected) and facts[f"{cut} final"] == b"head" + expected

@@ -1,4 +1,4 @@
-"""The compiled index appends (segments._native.index.IndexEntries, append_segment_entries) against a plain model of
+"""The compiled index appends (segments._native.index.IndexEntries) against a plain model of
 Kafka's rules: random appends, segment appends, truncations and reopenings of an offset and a time index, with the
 outcome (entry written, ignored, or the typed error) and every lookup compared after each step."""
 
@@ -11,7 +11,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segments._native.index import append_segment_entries
 from segments.errors import IndexFullError, IndexOffsetOverflowError, InvalidOffsetError
 from segments.offset_index import OffsetIndex
 from segments.time_index import TimeIndex
@@ -19,6 +18,15 @@ from segments.time_index import TimeIndex
 BASE = 1_000
 SLOTS = 6  # max index size in entries: fullness is reached within an example
 INT32_MAX = 2**31 - 1
+
+
+def segment_entries(
+    offset_index: OffsetIndex, time_index: TimeIndex, offset: int, position: int, timestamp: int, time_offset: int
+) -> None:
+    """A segment append's entries past the index interval (``SegmentAppendState``'s step): the offset entry, then
+    the time entry of the max timestamp so far."""
+    offset_index.append(offset, position)
+    time_index.maybe_append(timestamp, time_offset)
 
 
 @dataclass
@@ -109,7 +117,7 @@ def test_native_index_appends_match_the_model(tmp_path: Path, steps: list[tuple[
                 expected = model.append_offset(offset, position)
                 if expected is None:
                     expected = model.maybe_append_time(timestamp, time_offset, False)
-                got = outcome(append_segment_entries, offset_index, time_index, offset, position, timestamp, time_offset)
+                got = outcome(segment_entries, offset_index, time_index, offset, position, timestamp, time_offset)
                 assert got is expected
             elif kind == "truncate":
                 _, offset = step

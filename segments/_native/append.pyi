@@ -1,4 +1,5 @@
 from collections.abc import Iterable
+from typing import Any
 
 from segments.errors import CorruptRecordError
 
@@ -54,3 +55,33 @@ class AppendScan:
     def check_follower(self, log_end_offset: int) -> tuple[int, int] | None: ...
 
 def scan_append(records: bytes | memoryview, max_message_bytes: int, leader: bool, client: bool) -> AppendScan: ...
+
+def register_append_info(append_info_type: type[Any]) -> None: ...
+def append_to_log(log: Any, records: bytes, leader: bool, leader_epoch: int, origin: object, client: bool) -> Any: ...
+
+class FileAppendState:
+    _fd: int | None
+    _size: int
+    _writable: bool
+    def append(self, *buffers: bytes | memoryview) -> int: ...
+
+class SegmentAppendState:
+    base_offset: int
+    index_interval_bytes: int
+    roll_jitter_ms: int
+    created_ms: int
+    _bytes_since_last_index_entry: int
+    _max_timestamp: int | None
+    _offset_of_max_timestamp: int
+    rolling_based_timestamp: int | None
+    def roll_due(
+        self, incoming_bytes: int, max_timestamp: int, last_offset: int, now_ms: int, segment_bytes: int, roll_ms: int
+    ) -> bool: ...
+    def append_scan(self, scan: AppendScan, largest_timestamp: int, shallow_offset_of_max_timestamp: int) -> int: ...
+    def append_batches(
+        self,
+        buffers: Iterable[bytes | memoryview],
+        largest_offset: int,
+        largest_timestamp: int,
+        shallow_offset_of_max_timestamp: int,
+    ) -> int: ...

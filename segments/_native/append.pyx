@@ -21,9 +21,12 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, strerror
+from posix.uio cimport iovec
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
+from segments._native.fileio cimport pwritev_full
+from segments._native.index cimport IndexEntries
 from segments._native.wire cimport (
     ATTRIBUTE_CODEC_MASK,
     ATTRIBUTE_CONTROL,
@@ -89,6 +92,7 @@ cdef enum:
 # and readers run.)
 cdef enum:
     _NOGIL_BYTES = 4096
+    _FEW_BUFFERS = 16       # iovecs kept on the stack for a write (8 stamped batches); more are allocated
 
 SCAN_OK = _OK
 SCAN_CORRUPT = _CORRUPT
@@ -441,6 +445,47 @@ cdef class AppendScan:
             out.append(view[b.position + RECORD_BATCH_OVERHEAD : b.position + b.size])
         return out
 
+    cdef int _write(self, int fd, int64_t position, Py_ssize_t *length) except -1:
+        """Write what the log keeps of this scan at ``position`` of ``fd`` (:meth:`buffers`, without a Python
+        object per buffer: one ``pwritev`` for all of them, the GIL released for 4 KiB and more); ``length`` gets
+        the byte count (the input's: each stamped header replaces the one it was stamped from). 0 or the errno.
+        O(length)."""
+        cdef Py_buffer source
+        cdef iovec few[_FEW_BUFFERS]
+        cdef iovec *iov = few
+        cdef Py_ssize_t count = 1
+        cdef size_t i
+        cdef _Batch *b
+        cdef int err
+        PyObject_GetBuffer(self.data, &source, PyBUF_SIMPLE)
+        try:
+            length[0] = source.len
+            if self._headers == NULL:
+                iov[0].iov_base = source.buf
+                iov[0].iov_len = <size_t>source.len
+            else:
+                count = 2 * <Py_ssize_t>self._count
+                if count > _FEW_BUFFERS:
+                    iov = <iovec *>malloc(<size_t>count * sizeof(iovec))
+                    if iov == NULL:
+                        raise MemoryError()
+                for i in range(self._count):
+                    b = &self._batches[i]
+                    iov[2 * i].iov_base = self._headers + i * RECORD_BATCH_OVERHEAD
+                    iov[2 * i].iov_len = RECORD_BATCH_OVERHEAD
+                    iov[2 * i + 1].iov_base = <uint8_t *>source.buf + b.position + RECORD_BATCH_OVERHEAD
+                    iov[2 * i + 1].iov_len = b.size - RECORD_BATCH_OVERHEAD
+            if source.len >= _NOGIL_BYTES:
+                with nogil:
+                    err = pwritev_full(fd, iov, count, position)
+            else:
+                err = pwritev_full(fd, iov, count, position)
+        finally:
+            if iov != few:
+                free(iov)
+            PyBuffer_Release(&source)
+        return err
+
     def decoded_legacy(self, facts):
         """Follower: the ``(first offset, record count)`` of every legacy batch, in order, as the caller's decode
         found them; each first offset at most the batch's last offset and within 2^31 - 1 of it (the caller refuses
@@ -667,3 +712,333 @@ cdef int _scan_into(AppendScan scan, object records, const uint8_t *buf, size_t 
     else:
         scan.failure = walk.failure
     return 0
+
+
+# -- the append state of a segment's files ------------------------------------------------------------------------
+
+cdef int64_t _MAX_RELATIVE_OFFSET = 2147483647  # segments.abstract_index.MAX_RELATIVE_OFFSET
+
+
+cdef int _write_buffers(int fd, tuple buffers, int64_t position, Py_ssize_t *length) except -1:
+    """Write the bytes of ``buffers`` (objects with the buffer interface) in order at ``position`` of ``fd`` with
+    :func:`pwritev_full`; ``length`` gets their byte count. 0 or the errno. O(length)."""
+    cdef Py_ssize_t count = len(buffers)
+    cdef Py_ssize_t held = 0
+    cdef Py_ssize_t i
+    cdef Py_buffer *views
+    cdef iovec *iov
+    cdef int err = 0
+    length[0] = 0
+    if count == 0:
+        return 0
+    views = <Py_buffer *>malloc(<size_t>count * sizeof(Py_buffer))
+    iov = <iovec *>malloc(<size_t>count * sizeof(iovec))
+    try:
+        if views == NULL or iov == NULL:
+            raise MemoryError()
+        for i in range(count):
+            PyObject_GetBuffer(buffers[i], &views[i], PyBUF_SIMPLE)
+            held = i + 1
+            iov[i].iov_base = views[i].buf
+            iov[i].iov_len = <size_t>views[i].len
+            length[0] += views[i].len
+        if length[0] >= _NOGIL_BYTES:
+            with nogil:
+                err = pwritev_full(fd, iov, count, position)
+        else:
+            err = pwritev_full(fd, iov, count, position)
+    finally:
+        for i in range(held):
+            PyBuffer_Release(&views[i])
+        free(views)
+        free(iov)
+    return err
+
+
+cdef class FileAppendState:
+    """The append state of a ``.log`` (:class:`segments.file_records.FileRecords` derives from it), in C fields
+    that the Python class and the compiled segment append share: the descriptor (None until opened, -1 once
+    closed for good), the size readers see and whether the file is writable. One writer (the owning log's lock);
+    readers read ``_size`` without a lock, and it moves only after the bytes are written."""
+
+    cdef public object _fd
+    cdef public int64_t _size
+    cdef public bint _writable
+
+    def append(self, *buffers):
+        """Append the bytes of ``buffers`` in order, written together (``pwritev``: a leader writes each stamped
+        batch header and the producer's records after it without joining them), continuing after short writes;
+        return the position they start at. O(total length).
+
+        A failed write (``ENOSPC``, ``EFBIG``, ``EIO``) raises an ``OSError`` naming the file and leaves
+        :attr:`size_in_bytes` unchanged, so readers never see the bytes a short write left behind; the next append
+        overwrites them and :meth:`close` trims them."""
+        return self._append(None, buffers)
+
+    cdef int64_t _append(self, AppendScan scan, tuple buffers) except -1:
+        """:meth:`append` of ``buffers``, or of what ``scan`` keeps (:meth:`AppendScan._write`). O(length)."""
+        cdef int64_t position = self._size
+        cdef Py_ssize_t length = 0
+        cdef int err
+        if not self._writable:
+            self._require_writable()
+        fd = self._fd
+        if fd is None:
+            fd = self._descriptor()
+        if scan is not None:
+            err = scan._write(fd, position, &length)
+        else:
+            err = _write_buffers(fd, buffers, position, &length)
+        if err:
+            raw = OSError(err, strerror(err).decode())
+            raise self._located(raw, f"append of {length} bytes at position {position}") from raw
+        self._size = position + length
+        return position
+
+
+cdef IndexEntries _opened_index(lazy, segment, bint offsets):
+    """The opened index behind a segment's lazy holder (its ``_index``), or the segment's property that opens it
+    (``offset_index`` / ``time_index``)."""
+    index = None if lazy is None else lazy._index
+    if index is None:
+        index = segment.offset_index if offsets else segment.time_index
+    return index
+
+
+cdef class SegmentAppendState:
+    """The append state of a segment (:class:`segments.log_segment.LogSegment` derives from it), in C fields that
+    the Python class and the compiled append share, and the two steps of every append: Kafka's roll rule
+    (:meth:`roll_due`) and the write with its index entries (:meth:`append_scan`, :meth:`append_batches`).
+
+    ``_log``, ``_offset_index``, ``_time_index``: the ``.log`` object and the index holders, None until made (a
+    listed segment makes them on first use). ``_max_timestamp``: the largest batch max timestamp appended (-1:
+    none), None until known (see ``_max_timestamp_so_far``), with ``_offset_of_max_timestamp``.
+    ``rolling_based_timestamp``: the first batch's max timestamp (the time rule's start), None until known.
+    ``_bytes_since_last_index_entry``: appended since the last offset-index entry. One writer (the owning log's
+    lock)."""
+
+    cdef public object _log
+    cdef public object _offset_index
+    cdef public object _time_index
+    cdef public int64_t base_offset
+    cdef public int64_t index_interval_bytes
+    cdef public int64_t roll_jitter_ms
+    cdef public int64_t created_ms
+    cdef public int64_t _bytes_since_last_index_entry
+    cdef public object _max_timestamp
+    cdef public int64_t _offset_of_max_timestamp
+    cdef public object rolling_based_timestamp
+
+    def __cinit__(self, *args, **kwargs):
+        self._offset_of_max_timestamp = -1
+
+    def roll_due(self, int64_t incoming_bytes, int64_t max_timestamp, int64_t last_offset, int64_t now_ms,
+                 int64_t segment_bytes, int64_t roll_ms):
+        """Kafka's ``shouldRoll`` for an append of ``incoming_bytes`` whose largest offset is ``last_offset`` and
+        max timestamp ``max_timestamp`` (§6.1), cheapest rule first: ``segment.bytes``; the offset overflowing the
+        32-bit relative range; the time rule (``roll_ms`` less this segment's jitter) on ``timeWaitedForRoll``, the
+        incoming max timestamp minus the first batch's max timestamp when that is known (>= 0), else wall time
+        since this segment object was created; either index full (the time index keeps its last slot for the
+        roll's entry). One call per append. O(1) after the first call on a reopened segment (which reads the
+        first batch header)."""
+        cdef int64_t size
+        cdef int64_t waited
+        log = self._log
+        size = (<FileAppendState>log)._size if log is not None else self.size
+        if size > segment_bytes - incoming_bytes or last_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
+            return True
+        if size > 0:
+            first = self.rolling_based_timestamp
+            if first is None:
+                for found in self.log.batches():
+                    first = self.rolling_based_timestamp = found.batch.max_timestamp
+                    break
+            if first is not None and first >= 0:
+                waited = max_timestamp - <int64_t>first
+            else:
+                waited = now_ms - self.created_ms
+            if waited > roll_ms - self.roll_jitter_ms:
+                return True
+        return (_opened_index(self._offset_index, self, True)._full()
+                or _opened_index(self._time_index, self, False)._full())
+
+    def append_scan(self, AppendScan scan, int64_t largest_timestamp, int64_t shallow_offset_of_max_timestamp):
+        """Append what the log keeps of ``scan`` (its batches, a leader's with their stamped headers: written
+        without a Python object per buffer); ``largest_timestamp`` and ``shallow_offset_of_max_timestamp`` as for
+        :meth:`append_batches`. Returns the position the bytes start at. O(length) for the write."""
+        return self._append(scan, None, scan.largest_offset, largest_timestamp, shallow_offset_of_max_timestamp)
+
+    def append_batches(self, buffers, int64_t largest_offset, int64_t largest_timestamp,
+                       int64_t shallow_offset_of_max_timestamp):
+        """Append batches already walked by the caller (Kafka's ``LogSegment.append``): their bytes are those of
+        ``buffers`` in order (one write), ``largest_offset`` is their largest last offset, ``largest_timestamp``
+        their largest max timestamp if above -1 (else -1) and ``shallow_offset_of_max_timestamp`` the last offset
+        of the first batch holding it (else -1). Index entries follow Kafka's append rule: past
+        ``index.interval.bytes`` since the last entry, an offset entry for this append's start and a time entry
+        for the segment's max timestamp so far. Returns the position the bytes start at. O(total length) for the
+        write."""
+        return self._append(None, tuple(buffers), largest_offset, largest_timestamp,
+                            shallow_offset_of_max_timestamp)
+
+    cdef int64_t _append(self, AppendScan scan, tuple buffers, int64_t largest_offset, int64_t largest_timestamp,
+                         int64_t shallow_offset_of_max_timestamp) except -1:
+        cdef FileAppendState file
+        cdef int64_t position, length, most
+        if not 0 <= largest_offset - self.base_offset <= _MAX_RELATIVE_OFFSET:
+            self._ensure_offset_in_range(largest_offset)
+        log = self._log
+        file = log if log is not None else self.log
+        position = file._append(scan, buffers)
+        length = file._size - position
+        if position == 0:
+            self.rolling_based_timestamp = largest_timestamp
+        known = self._max_timestamp
+        most = self._max_timestamp_so_far().timestamp if known is None else <int64_t>known
+        if largest_timestamp > most:
+            most = largest_timestamp
+            self._max_timestamp = most
+            self._offset_of_max_timestamp = shallow_offset_of_max_timestamp
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            _opened_index(self._offset_index, self, True)._append_offset(largest_offset, position)
+            _opened_index(self._time_index, self, False)._maybe_append_time(
+                most, self._offset_of_max_timestamp, False, False)
+            self._bytes_since_last_index_entry = length
+        else:
+            self._bytes_since_last_index_entry += length
+        return position
+
+
+# -- the append sequence of a partition log ----------------------------------------------------------------------
+
+cdef object _append_info_type = None
+cdef long long _INT32_MAX_OFFSETS = 2147483647  # the most offsets past the first that one segment can hold
+cdef long long _NO_TIMESTAMP = -1
+
+
+def register_append_info(append_info_type):
+    """Set the class of an append's result (``logmgr.log.LogAppendInfo``: positional fields first offset, last
+    offset, max timestamp, offset of max timestamp, segment base offset, position, valid bytes, batches, records).
+    O(1)."""
+    global _append_info_type
+    _append_info_type = append_info_type
+
+
+def append_to_log(log, records, bint leader, int leader_epoch, origin, bint client):
+    """The append of ``records`` (whole batches) to the partition log ``log`` (``logmgr.log.Log``: Kafka's
+    ``UnifiedLog.append``), compiled: every produce request passes here, and the same steps in Python cost twice
+    the write. The log's own methods take the rare branches (refusals, producer state, timestamp windows, a roll,
+    a due flush), so this is the one sequence of an append:
+
+    validation (:func:`scan_append` and, past it, ``log._validate``; the null-key rule of a compacted topic) before
+    the writer lock, as Kafka's ``analyzeAndValidateRecords``; under ``log._lock``: the log online and its dir
+    below its usage limit, the timestamp windows (leader), offsets assigned (leader) or checked against the log
+    end (follower), the producer state checked, the roll check, the write (``LogSegment.append_scan``), the
+    leader epoch cache, producers updated and transactions ended, the log end published, the key index told, a
+    due flush (``flush.messages``) started; after the lock, the group commit's wait. Returns the
+    ``LogAppendInfo``. O(size)."""
+    cdef AppendScan scan
+    cdef tuple facts
+    known = log._facts
+    if known is None or (<tuple>known)[0] is not log.config:
+        known = log._append_facts()
+    facts = <tuple>known  # an AppendFacts: a tuple subclass, read by position
+    bounded = facts[1]
+    roll_ms = facts[2]
+    stamp_append_time = facts[3]
+    cdef long long max_message_bytes = facts[5]
+    scan = scan_append(records, max_message_bytes, leader, client)
+    if scan.failure != _OK or scan.compressed_batches or scan.legacy_batches:
+        log._validate(records, scan, max_message_bytes)
+    if leader and facts[4]:
+        log._refuse_null_keys(records, scan)
+    lock = log._lock
+    lock.acquire()
+    try:
+        appended, committer = _append_locked(log, records, scan, leader, leader_epoch, origin, bounded, roll_ms,
+                                             stamp_append_time, facts[6], facts[7])
+    finally:
+        lock.release()
+    if committer is not None:
+        # Outside the writer lock: the flusher takes it, and other appenders queue behind the same fsync.
+        committer.wait_durable(log, appended.last_offset + 1)
+    return appended
+
+
+cdef tuple _append_locked(log, records, AppendScan scan, bint leader, int leader_epoch, origin, bounded, roll_ms,
+                          stamp_append_time, long long segment_bytes, long long flush_messages):
+    """:func:`append_to_log` under the writer lock: (the result, the group commit to wait on or None)."""
+    cdef long long first_offset, last_offset, max_timestamp, offset_of_max_timestamp, log_end, position
+    cdef Py_ssize_t incoming = len(records)
+    dir_state = log.dir_state
+    if log._closed or log._offline_error is not None or dir_state.offline:
+        log._ensure_online()
+    if dir_state.full:
+        raise log._dir_full_error()
+    now = log.clock.time_ms()
+    if leader:
+        if bounded or scan.log_append_time_batches:
+            # Otherwise nothing can be refused: the records need not be decoded.
+            log._check_timestamps(records, scan, now)
+        scan.assign_offsets(log._end[0], leader_epoch, None if stamp_append_time is None else now)
+    else:
+        below = scan.check_follower(log._end[0])
+        if below is not None:
+            raise log._refusal(f"follower append at offset {below[0]} is below the expected offset {below[1]}")
+    if scan.failure == _OFFSET_OVERFLOW:
+        raise log._refusal("the offsets of the append pass 2^63 - 1")
+    first_offset = scan.first_offset
+    last_offset = scan.last_offset
+    if last_offset - first_offset > _INT32_MAX_OFFSETS:
+        # No segment can hold it; refused before a roll could leave an empty segment above the log end.
+        raise log._refusal(f"offsets {first_offset}..{last_offset} of one append do not fit one segment (32-bit "
+                           "relative offsets)")
+    producers = None
+    if scan.producer_batches:
+        producers = log._prepare_producers(records, scan, now if leader and stamp_append_time is not None else None,
+                                           origin, leader)
+        if type(producers) is not tuple:
+            return producers, None  # a retried idempotent batch: its first append's offsets
+    max_timestamp = scan.max_timestamp
+    offset_of_max_timestamp = scan.offset_of_max_timestamp
+    # The roll check (Kafka's maybeRoll); an I/O error in it takes the dir offline as the append's own would.
+    try:
+        segment = log.segments.active_segment
+        if incoming > segment_bytes:
+            raise log._too_large_for_a_segment(incoming, segment_bytes)
+        if segment.roll_due(incoming, max_timestamp, last_offset, now, segment_bytes, roll_ms):
+            segment = log.roll(first_offset)
+    except OSError as err:
+        raise log._io_failure("roll check", err) from err
+    # The segment's facts start from "no timestamp" (-1), as its own walk of the batches would.
+    if max_timestamp <= _NO_TIMESTAMP:
+        segment_timestamp, segment_offset_of_max = _NO_TIMESTAMP, -1
+    else:
+        segment_timestamp, segment_offset_of_max = max_timestamp, offset_of_max_timestamp
+    try:
+        position = segment.append_scan(scan, segment_timestamp, segment_offset_of_max)
+    except OSError as err:
+        raise log._io_failure(f"append of {incoming} bytes at offset {first_offset}", err) from err
+    if leader:
+        # Every batch was stamped with leader_epoch: the first one is the only one the cache can take.
+        if leader_epoch >= 0:
+            log.leader_epochs.assign(leader_epoch, first_offset)
+    else:
+        for epoch, start_offset in scan.epoch_starts():
+            log.leader_epochs.assign(epoch, start_offset)
+    if producers is not None:
+        log._apply_producers(producers[0], producers[1], segment, last_offset)
+    log_end = last_offset + 1
+    base_offset = segment.base_offset
+    log._end = (log_end, base_offset, position + incoming)
+    log.producer_state.update_map_end_offset(log_end)
+    committer = None
+    key_index = log.key_index
+    if key_index is not None:
+        key_index.notify()
+    if log_end - log._recovery_point >= flush_messages:
+        committer = log.group_commit
+        if committer is None:
+            log.flush(log_end)
+    appended = _append_info_type(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, base_offset,
+                                 position, incoming, scan._count, scan.records)
+    return appended, committer

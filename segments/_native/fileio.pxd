@@ -1,17 +1,21 @@
 # cython: language_level=3
-"""Descriptor I/O shared by the compiled modules: whole-range ``pread``/``pwrite`` loops (errno results, no GIL, no
+"""Descriptor I/O shared by the compiled modules: whole-range ``pread``/``pwrite``/``pwritev`` loops (errno results, no GIL, no
 Python object) and a path's file-system bytes for ``open(2)``. Files are opened with ``O_NOFOLLOW``: Kafka never
 links files in a log dir, and following one would read or write outside it."""
 
-from libc.errno cimport EINTR, errno
+from libc.errno cimport EINTR, EIO, errno
 from libc.stdint cimport int64_t
 from posix.types cimport off_t
+from posix.uio cimport iovec, pwritev
 from posix.unistd cimport pread, pwrite
 
 
 cdef extern from "Python.h":
     bytes PyUnicode_EncodeFSDefault(object)
     object PyOS_FSPath(object)
+
+cdef extern from "<limits.h>" nogil:
+    enum: IOV_MAX
 
 cdef extern from "<fcntl.h>" nogil:
     # Linux's; Cython's posix.fcntl does not declare it.
@@ -45,6 +49,36 @@ cdef inline int pwrite_full(int fd, const void *data, Py_ssize_t size, int64_t p
                 continue
             return errno
         done += n
+    return 0
+
+
+cdef inline int pwritev_full(int fd, iovec *iov, Py_ssize_t count, int64_t position) noexcept nogil:
+    """Write every byte of the ``count`` buffers of ``iov`` in order at ``position``, in ``pwritev`` calls of at
+    most ``IOV_MAX`` buffers, continuing after short writes (which advance ``iov``'s entries: the array is
+    consumed); 0 or the errno (``EIO`` for a call that wrote nothing of a non-empty request, which would never
+    end)."""
+    cdef Py_ssize_t first = 0
+    cdef ssize_t n
+    while first < count:
+        if iov[first].iov_len == 0:
+            first += 1
+            continue
+        n = pwritev(fd, iov + first, <int>min(count - first, <Py_ssize_t>IOV_MAX), <off_t>position)
+        if n < 0:
+            if errno == EINTR:
+                continue
+            return errno
+        if n == 0:
+            return EIO
+        position += n
+        while n > 0:
+            if <size_t>n >= iov[first].iov_len:
+                n -= <ssize_t>iov[first].iov_len
+                first += 1
+            else:
+                iov[first].iov_base = <char *>iov[first].iov_base + n
+                iov[first].iov_len -= <size_t>n
+                n = 0
     return 0
 
 

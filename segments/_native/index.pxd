@@ -1,7 +1,8 @@
 # cython: language_level=3
 """Kafka's index slot search (``AbstractIndex.indexSlotRangeFor``) over entries in memory, shared by
 :mod:`segments._native.index` (the indexes' own lookups) and :mod:`segments._native.batches` (a fetch's offset
-lookup and batch header hop in one call)."""
+lookup and batch header hop in one call), and the append state of an index (:class:`IndexEntries`), whose C
+methods the segment append of :mod:`segments._native.append` calls."""
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
@@ -45,3 +46,24 @@ cdef inline Py_ssize_t search_slot(const uint8_t *data, Py_ssize_t entries, Py_s
     if largest_lower_bound:
         return lo
     return -1 if lo == entries - 1 else lo + 1
+
+
+cdef class IndexEntries:
+    cdef public object _mm
+    cdef public Py_ssize_t _entries
+    cdef public Py_ssize_t _max_entries
+    cdef public int64_t base_offset
+    cdef public bint writable
+    cdef public bint _closed
+    cdef Py_ssize_t _last_count
+    cdef int64_t _last_first
+    cdef int64_t _last_second
+    cdef int _entry_size
+    cdef Py_ssize_t _reserved_slots
+
+    cdef int _load_last(self) except -1
+    cdef int _store(self, int64_t first, int64_t second, int64_t last_first, int64_t last_second) except -1
+    cdef int _append_offset(self, int64_t offset, int64_t position) except -1
+    cdef int _maybe_append_time(self, int64_t timestamp, int64_t offset, bint skip_full_check,
+                                bint timestamp_too_large) except -1
+    cdef bint _full(self) noexcept

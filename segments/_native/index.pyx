@@ -56,17 +56,7 @@ cdef class IndexEntries:
     compares against it). Entries are added only here; the Python side changes the count on truncation and
     reload, which invalidates the cache (its count no longer matches)."""
 
-    cdef public object _mm
-    cdef public Py_ssize_t _entries
-    cdef public Py_ssize_t _max_entries
-    cdef public int64_t base_offset
-    cdef public bint writable
-    cdef public bint _closed
-    cdef Py_ssize_t _last_count
-    cdef int64_t _last_first
-    cdef int64_t _last_second
-    cdef int _entry_size
-    cdef Py_ssize_t _reserved_slots
+    # Fields and C methods: declared in index.pxd (the segment append calls them).
 
     def __cinit__(self, *args, **kwargs):
         self._last_count = -1
@@ -204,7 +194,7 @@ cdef class IndexEntries:
         """:meth:`TimeIndex.maybe_append`'s compiled body (any ints, as :meth:`_append_offset_entry`). O(1)."""
         self._maybe_append_time(_clamp(timestamp), _clamp(offset), skip_full_check, timestamp > _INT64_MAX_OBJ)
 
-    cdef inline bint _full(self) noexcept:
+    cdef bint _full(self) noexcept:
         return self._entries >= self._max_entries - self._reserved_slots
 
     def is_full(self):
@@ -221,18 +211,3 @@ cdef int64_t _clamp(value) except? -1:
     if value < -_INT64_MAX_OBJ - 1:
         return <int64_t>(-_INT64_MAX_OBJ - 1)
     return <int64_t>value
-
-
-def indexes_full(IndexEntries offset_index, IndexEntries time_index):
-    """Whether either index of a segment has no slot left for an append: the roll rule, one call. O(1)."""
-    return offset_index._full() or time_index._full()
-
-
-def append_segment_entries(IndexEntries offset_index, IndexEntries time_index, int64_t largest_offset,
-                           int64_t position, int64_t max_timestamp, int64_t offset_of_max_timestamp):
-    """A segment's index entries for an append (Kafka's ``LogSegment.append`` past the index interval): the offset
-    entry ``(largest_offset, position)``, then the time entry ``(max_timestamp, offset_of_max_timestamp)`` of the
-    segment's max timestamp so far, unless it is not above the last one. One call for both (every large append
-    makes them). O(1)."""
-    offset_index._append_offset(largest_offset, position)
-    time_index._maybe_append_time(max_timestamp, offset_of_max_timestamp, False, False)

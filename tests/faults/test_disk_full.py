@@ -8,13 +8,13 @@ Two ways to make the kernel say no, both on real files under ``tmp_path``:
   then ``ENOSPC``). The pytest process never lowers its own limit (:func:`limit_file_size` refuses to run in it),
   since it must still write its report. The child reports plain facts through a pipe; the parent asserts them and
   reopens the dirs without any limit.
-* **Injected kernel answers.** pytest's ``monkeypatch`` replaces one os-level call (``os.pwritev``, ``os.fsync``,
-  ``os.ftruncate``, ``os.replace``) as the module under test sees it (``module.os.<call>``, the ``os`` module every
-  module shares) with a wrapper that forwards to the real call, except for files under the target dir whose name
-  ends with a given suffix (a descriptor is resolved through ``/proc/self/fd``): there it returns the error the
-  kernel returns on a full or failing disk (``ENOSPC``, ``EIO``; a ``pwritev`` first writes half, as a short write
-  does). This is fault injection of the kernel's answer, not a filesystem mock: every byte that is written lands
-  in a real file.
+* **Injected kernel answers.** pytest's ``monkeypatch`` replaces one os-level call (``os.fsync``, ``os.ftruncate``,
+  ``os.replace``) as the module under test sees it (``module.os.<call>``, the ``os`` module every module shares)
+  with a wrapper that forwards to the real call, except for files under the target dir whose name ends with a given
+  suffix (a descriptor is resolved through ``/proc/self/fd``): there it returns the error the kernel returns on a
+  full or failing disk (``ENOSPC``, ``EIO``). This is fault injection of the kernel's answer, not a filesystem
+  mock: every byte that is written lands in a real file. An append's write is compiled (no os-level call to
+  answer): its faults are the real ones, the file-size limit here and a full tmpfs in ``test_small_filesystem``.
 
 Kafka's behaviour, which :mod:`logmgr.log` and :mod:`logmgr.log_manager` follow:
 
@@ -348,7 +348,6 @@ class Fault:
     under: str
     suffix: str
     skip: int = 0
-    partial: bool = False
     seen: int = 0
     hits: int = 0
 
@@ -366,12 +365,9 @@ def inject(
     suffix: str,
     *,
     skip: int = 0,
-    partial: bool = False,
 ) -> Fault:
-    """Make ``module.os.<call>`` answer ``errno_`` for matching files (see the module docstring). With
-    ``partial`` the first failing ``pwrite``/``pwritev`` writes half its bytes and returns that count, as a short
-    write on a filling disk does; the next call fails."""
-    fault = Fault(call, errno_, str(under.resolve()) + os.sep, suffix, skip, partial)
+    """Make ``module.os.<call>`` answer ``errno_`` for matching files (see the module docstring)."""
+    fault = Fault(call, errno_, str(under.resolve()) + os.sep, suffix, skip)
     real = getattr(module.os, call)
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
@@ -379,12 +375,6 @@ def inject(
             fault.seen += 1
             if fault.seen > fault.skip:
                 fault.hits += 1
-                if fault.partial and fault.hits == 1:
-                    fd, data, position = args
-                    if call == "pwritev":
-                        data = b"".join(bytes(buffer) for buffer in data)
-                        return real(fd, [data[: len(data) // 2]], position)
-                    return real(fd, bytes(data[: len(data) // 2]), position)
                 raise OSError(fault.errno_, os.strerror(fault.errno_))
         return real(*args, **kwargs)
 
@@ -625,29 +615,6 @@ def test_clean_shutdown_marker_past_the_limit(dirs: tuple[Path, Path]) -> None:
 
 
 # -- injected kernel answers -----------------------------------------------------------------------------------------
-
-
-def test_append_short_write_then_enospc(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    """``pwritev`` writes half the batch, then ENOSPC: the error names the ``.log``, the half batch is never served
-    and close trims it away."""
-    d1, d2 = dirs
-    manager, big, sib, healthy = two_dir_manager(d1, d2)
-    fault = inject(monkeypatch, segments.file_records, "pwritev", errno.ENOSPC, d1, ".log", partial=True)
-    acked, published = big.log_end_offset, big.active_segment.size
-    path = big.active_segment.log.path
-    with pytest.raises(KafkaStorageError) as caught:
-        produce(big, records=4)
-    assert str(path) in str(caught.value) and "No space left on device" in str(caught.value)
-    assert isinstance(caught.value.__cause__, OSError) and caught.value.__cause__.filename == str(path)
-    assert big.active_segment.size == published and os.path.getsize(path) > published
-    facts = check_contained(manager, d1, healthy)
-    assert fault.hits == 2, "nothing more was written to the offline dir's logs"
-    monkeypatch.undo()
-    assert_contained(facts, "d1", "d2")
-    expected = {**ends(big, sib, healthy), "big-0": acked}
-    manager.shutdown()
-    assert os.path.getsize(path) == published, "close trims the torn bytes"
-    reopen_and_check([d1, d2], expected)
 
 
 def test_flush_fsync_eio(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -900,9 +867,19 @@ def test_bug_write_errors_named_no_file(tmp_path: Path, monkeypatch: pytest.Monk
         fsync_dir(tmp_path)
     assert caught.value.filename == str(tmp_path)
     path = log_file(tmp_path, 0)
-    inject(monkeypatch, segments.file_records, "pwritev", errno.ENOSPC, tmp_path, ".log", partial=True)
-    with FileRecords(path, writable=True, create=True) as records, pytest.raises(OSError) as caught:
-        records.append(b"x" * 100)
-    assert isinstance(caught.value, OSError) and caught.value.errno == errno.ENOSPC
-    assert caught.value.filename == str(path) and "append of 100 bytes at position 0" in str(caught.value)
-    assert records.size_in_bytes == 0 and path.stat().st_size == 0, "close trims the short write"
+
+    def body() -> dict[str, Any]:
+        # The append's write is compiled: a real file-size limit makes the kernel cut it short, then refuse.
+        limit_file_size(50)
+        with FileRecords(path, writable=True, create=True) as records:
+            try:
+                records.append(b"x" * 100)
+            except OSError as err:
+                refused = {"errno": err.errno, "filename": err.filename, "message": str(err)}
+            size = records.size_in_bytes
+        return {**refused, "size": size, "on_disk": path.stat().st_size}
+
+    facts = run_in_child(body, ignore_sigxfsz=True)
+    assert facts["errno"] == errno.EFBIG
+    assert facts["filename"] == str(path) and "append of 100 bytes at position 0" in facts["message"]
+    assert facts["size"] == 0 and facts["on_disk"] == 0, "close trims the short write"
