@@ -56,8 +56,9 @@ from segments._native.append import (
     SCAN_OK,
     SCAN_TOO_LARGE,
     AppendScan,
+    LogAppendInfo,
+    LogAppendState,
     append_to_log,
-    register_append_info,
 )
 from segments._native.fetch import FetchData
 from segments.compression import CompressionType
@@ -118,27 +119,6 @@ class Isolation(enum.Enum):
 _LOG_END = Isolation.LOG_END
 _READ_UNCOMMITTED = Isolation.READ_UNCOMMITTED
 _READ_COMMITTED = Isolation.READ_COMMITTED
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class LogAppendInfo:
-    """The result of an append: offsets assigned, max timestamp and where the bytes went. A value (compared and
-    hashed by its fields; read-only by convention): not frozen, as a frozen dataclass's construction costs more
-    than an append's bookkeeping."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    segment_base_offset: int
-    position: int
-    valid_bytes: int
-    batches: int
-    records: int
-    duplicate: bool = False
-
-
-register_append_info(LogAppendInfo)
 
 
 class AppendFacts(NamedTuple):
@@ -273,8 +253,26 @@ def _io_guarded(action: str) -> Callable[[Callable[Concatenate[Log, _P], _R]], C
     return decorate
 
 
-class Log:
-    """One partition's log in ``partition_dir`` (opened by :class:`~logmgr.log_loader.LogLoader`)."""
+class Log(LogAppendState):
+    """One partition's log in ``partition_dir`` (opened by :class:`~logmgr.log_loader.LogLoader`).
+
+    What every append reads is kept in C fields of :class:`~segments._native.append.LogAppendState` (declared
+    below for the type checker), so that the compiled append sequence reads it without attribute lookups."""
+
+    config: LogConfig
+    _facts: AppendFacts | None
+    _lock: threading.RLock
+    dir_state: LogDirState
+    _closed: bool
+    _offline_error: OSError | None
+    clock: Clock
+    segments: LogSegments
+    leader_epochs: LeaderEpochCache
+    producer_state: ProducerStateManager
+    key_index: LogKeyIndex | None
+    group_commit: GroupCommitService | None
+    _end: tuple[int, int, int]
+    _recovery_point: int
 
     def __init__(
         self,
@@ -320,16 +318,16 @@ class Log:
         self.last_flush_ms = self.clock.time_ms()
         self._rng = _JITTER_RNG
         # What appends derive from the config (see _append_facts), for the config object it was derived from.
-        self._facts: AppendFacts | None = None
+        self._facts = None
         # (max.message.bytes, its decode limits): every read hands them out (see _refresh_limits).
         self._limits = (config.max_message_bytes, DecodeLimits.for_max_message_bytes(config.max_message_bytes))
         self.dir_state = LogDirState()
         self._closed = False
-        self._offline_error: OSError | None = None
+        self._offline_error = None
         # Set by the LogManager under logmgr.group.commit.enable: due flushes go to its shared flusher thread.
-        self.group_commit: GroupCommitService | None = None
+        self.group_commit = None
         # Set by the key index dispatcher when the topic enables the key index; hooks below keep it in step.
-        self.key_index: LogKeyIndex | None = None
+        self.key_index = None
         # Set by an intra-broker move (logmgr.log_move): told of every truncation, under the writer lock, with the
         # new log end offset and whether the log was emptied, so the future log drops the same tail.
         self.truncation_observer: Callable[[int, bool], None] | None = None

@@ -417,9 +417,19 @@ class AbstractIndex(_native_index.IndexEntries, ABC, Generic[EntryT]):
     def _map(self, fd: int, length: int) -> None:
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
         try:
-            self._mm = mmap.mmap(fd, length, access=access) if length else None
+            mapped = mmap.mmap(fd, length, access=access) if length else None
         except OSError as err:
             raise located_error(err, self._path, f"map of {length} bytes") from err
+        if mapped is not None and self.writable:
+            # Appends touch the map one new page at a time: without this, each first touch is a fault that also
+            # reads ahead (zero-fills and maps) a window of pages past it, several times the cost of the page
+            # itself, on every segment's tail.
+            try:
+                mapped.madvise(mmap.MADV_RANDOM)
+            except OSError as err:
+                mapped.close()
+                raise located_error(err, self._path, "madvise of the map") from err
+        self._mm = mapped
         self._length = length
         self._max_entries = length // self.entry_size
 

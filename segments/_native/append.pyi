@@ -56,8 +56,50 @@ class AppendScan:
 
 def scan_append(records: bytes | memoryview, max_message_bytes: int, leader: bool, client: bool) -> AppendScan: ...
 
-def register_append_info(append_info_type: type[Any]) -> None: ...
-def append_to_log(log: Any, records: bytes, leader: bool, leader_epoch: int, origin: object, client: bool) -> Any: ...
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    segment_base_offset: int
+    position: int
+    valid_bytes: int
+    batches: int
+    records: int
+    duplicate: bool
+    def __init__(
+        self,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        segment_base_offset: int,
+        position: int,
+        valid_bytes: int,
+        batches: int,
+        records: int,
+        duplicate: bool = False,
+    ) -> None: ...
+
+class LogAppendState:
+    config: Any
+    _facts: Any
+    _lock: Any
+    dir_state: Any
+    _closed: bool
+    _offline_error: Any
+    clock: Any
+    segments: Any
+    leader_epochs: Any
+    producer_state: Any
+    key_index: Any
+    group_commit: Any
+    _end: Any
+    _recovery_point: Any
+
+def append_to_log(
+    log: LogAppendState, records: bytes, leader: bool, leader_epoch: int, origin: object, client: bool
+) -> LogAppendInfo: ...
 
 class FileAppendState:
     _fd: int | None

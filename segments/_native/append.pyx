@@ -393,6 +393,9 @@ cdef class AppendScan:
     def log_append_time_batches(self):
         """How many valid batches of the input carry the LogAppendTime flag (a leader refuses them on a CreateTime
         topic; zero lets it skip decoding the timestamps when no window bounds them). O(batches)."""
+        return self._log_append_time_batches()
+
+    cdef Py_ssize_t _log_append_time_batches(self) noexcept:
         cdef size_t i
         cdef Py_ssize_t count = 0
         for i in range(self._count):
@@ -530,6 +533,10 @@ cdef class AppendScan:
         Sets the offsets and the max timestamp facts, or ``failure = SCAN_OFFSET_OVERFLOW`` when an offset passes
         the int64 range (then nothing is kept). Only for a leader's scan (its offset checks let each batch take
         exactly its records' offsets), once. O(batches), plus a CRC pass over the input for LogAppendTime."""
+        self._assign(next_offset, leader_epoch, append_time is not None, append_time if append_time is not None else 0)
+
+    cdef int _assign(self, int64_t next_offset, int leader_epoch, bint stamp_time, int64_t now) except -1:
+        """:meth:`assign_offsets`, ``now`` stamped when ``stamp_time``."""
         self._require_valid()
         if not self._leader:
             raise ValueError("offsets are assigned only to a leader's scan (scan_append(..., leader=True))")
@@ -537,8 +544,6 @@ cdef class AppendScan:
             raise ValueError("offsets were assigned already")
         # A buffer view, not a typed memoryview: its set-up costs a tenth (every append passes here).
         cdef Py_buffer source
-        cdef bint stamp_time = append_time is not None
-        cdef int64_t now = append_time if stamp_time else 0
         cdef uint8_t *headers = <uint8_t *>malloc(self._count * RECORD_BATCH_OVERHEAD)
         cdef int ok
         if headers == NULL:
@@ -559,9 +564,10 @@ cdef class AppendScan:
         if not ok:
             free(headers)
             self.failure = _OFFSET_OVERFLOW
-            return
+            return 0
         self._headers = headers
         self._gather_offsets()
+        return 0
 
     def check_follower(self, long long log_end_offset):
         """Follower: the first batch whose base offset lies below the offset it must start at or above (the log
@@ -841,6 +847,11 @@ cdef class SegmentAppendState:
         since this segment object was created; either index full (the time index keeps its last slot for the
         roll's entry). One call per append. O(1) after the first call on a reopened segment (which reads the
         first batch header)."""
+        return self._roll_due(incoming_bytes, max_timestamp, last_offset, now_ms, None, segment_bytes, roll_ms)
+
+    cdef bint _roll_due(self, int64_t incoming_bytes, int64_t max_timestamp, int64_t last_offset, object now_ms,
+                        object clock, int64_t segment_bytes, int64_t roll_ms) except -1:
+        """:meth:`roll_due`; ``now_ms`` None: ``clock.time_ms()``, asked only when the time rule needs it."""
         cdef int64_t size
         cdef int64_t waited
         log = self._log
@@ -856,7 +867,7 @@ cdef class SegmentAppendState:
             if first is not None and first >= 0:
                 waited = max_timestamp - <int64_t>first
             else:
-                waited = now_ms - self.created_ms
+                waited = (clock.time_ms() if now_ms is None else now_ms) - self.created_ms
             if waited > roll_ms - self.roll_jitter_ms:
                 return True
         return (_opened_index(self._offset_index, self, True)._full()
@@ -910,20 +921,102 @@ cdef class SegmentAppendState:
 
 # -- the append sequence of a partition log ----------------------------------------------------------------------
 
-cdef object _append_info_type = None
 cdef long long _INT32_MAX_OFFSETS = 2147483647  # the most offsets past the first that one segment can hold
 cdef long long _NO_TIMESTAMP = -1
 
 
-def register_append_info(append_info_type):
-    """Set the class of an append's result (``logmgr.log.LogAppendInfo``: positional fields first offset, last
-    offset, max timestamp, offset of max timestamp, segment base offset, position, valid bytes, batches, records).
-    O(1)."""
-    global _append_info_type
-    _append_info_type = append_info_type
+cdef class LogAppendInfo:
+    """The result of an append (re-exported as ``logmgr.log.LogAppendInfo``): offsets assigned, max timestamp and
+    where the bytes went; ``duplicate``: a retried idempotent batch answered with its first append's offsets
+    (nothing written). A value, compared and hashed by its fields; compiled, as every append makes one."""
+
+    cdef readonly int64_t first_offset
+    cdef readonly int64_t last_offset
+    cdef readonly int64_t max_timestamp
+    cdef readonly int64_t offset_of_max_timestamp
+    cdef readonly int64_t segment_base_offset
+    cdef readonly int64_t position
+    cdef readonly int64_t valid_bytes
+    cdef readonly int64_t batches
+    cdef readonly int64_t records
+    cdef readonly bint duplicate
+
+    def __init__(self, int64_t first_offset, int64_t last_offset, int64_t max_timestamp,
+                 int64_t offset_of_max_timestamp, int64_t segment_base_offset, int64_t position, int64_t valid_bytes,
+                 int64_t batches, int64_t records, bint duplicate=False):
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.max_timestamp = max_timestamp
+        self.offset_of_max_timestamp = offset_of_max_timestamp
+        self.segment_base_offset = segment_base_offset
+        self.position = position
+        self.valid_bytes = valid_bytes
+        self.batches = batches
+        self.records = records
+        self.duplicate = duplicate
+
+    cdef tuple _fields(self):
+        return (self.first_offset, self.last_offset, self.max_timestamp, self.offset_of_max_timestamp,
+                self.segment_base_offset, self.position, self.valid_bytes, self.batches, self.records,
+                self.duplicate)
+
+    def __eq__(self, other):
+        if type(other) is not LogAppendInfo:
+            return NotImplemented
+        return self._fields() == (<LogAppendInfo>other)._fields()
+
+    def __hash__(self):
+        return hash(self._fields())
+
+    def __repr__(self):
+        return (f"LogAppendInfo(first_offset={self.first_offset}, last_offset={self.last_offset}, "
+                f"max_timestamp={self.max_timestamp}, offset_of_max_timestamp={self.offset_of_max_timestamp}, "
+                f"segment_base_offset={self.segment_base_offset}, position={self.position}, "
+                f"valid_bytes={self.valid_bytes}, batches={self.batches}, records={self.records}, "
+                f"duplicate={self.duplicate})")
 
 
-def append_to_log(log, records, bint leader, int leader_epoch, origin, bint client):
+cdef LogAppendInfo _appended(int64_t first_offset, int64_t last_offset, int64_t max_timestamp,
+                             int64_t offset_of_max_timestamp, int64_t segment_base_offset, int64_t position,
+                             int64_t valid_bytes, int64_t batches, int64_t records):
+    """A :class:`LogAppendInfo` made without the argument parsing of a call."""
+    cdef LogAppendInfo info = LogAppendInfo.__new__(LogAppendInfo)
+    info.first_offset = first_offset
+    info.last_offset = last_offset
+    info.max_timestamp = max_timestamp
+    info.offset_of_max_timestamp = offset_of_max_timestamp
+    info.segment_base_offset = segment_base_offset
+    info.position = position
+    info.valid_bytes = valid_bytes
+    info.batches = batches
+    info.records = records
+    return info
+
+
+cdef class LogAppendState:
+    """The state of a partition log that every append reads (``logmgr.log.Log`` derives from this class), in C
+    fields that the Python class and :func:`append_to_log` share: the config and what appends derive from it
+    (``_facts``), the writer lock, the dir's state and the log's own failure, the clock, the segments, the leader
+    epoch and producer state, the key index and group commit hooks, the published end (``_end``) and the recovery
+    point. The Python class sets and reads them as attributes; their meaning and locking are its own."""
+
+    cdef public object config
+    cdef public object _facts
+    cdef public object _lock
+    cdef public object dir_state
+    cdef public bint _closed
+    cdef public object _offline_error
+    cdef public object clock
+    cdef public object segments
+    cdef public object leader_epochs
+    cdef public object producer_state
+    cdef public object key_index
+    cdef public object group_commit
+    cdef public object _end
+    cdef public object _recovery_point
+
+
+def append_to_log(LogAppendState log, records, bint leader, int leader_epoch, origin, bint client):
     """The append of ``records`` (whole batches) to the partition log ``log`` (``logmgr.log.Log``: Kafka's
     ``UnifiedLog.append``), compiled: every produce request passes here, and the same steps in Python cost twice
     the write. The log's own methods take the rare branches (refusals, producer state, timestamp windows, a roll,
@@ -964,22 +1057,28 @@ def append_to_log(log, records, bint leader, int leader_epoch, origin, bint clie
     return appended
 
 
-cdef tuple _append_locked(log, records, AppendScan scan, bint leader, int leader_epoch, origin, bounded, roll_ms,
+cdef tuple _append_locked(LogAppendState log, records, AppendScan scan, bint leader, int leader_epoch, origin, bounded, roll_ms,
                           stamp_append_time, long long segment_bytes, long long flush_messages):
     """:func:`append_to_log` under the writer lock: (the result, the group commit to wait on or None)."""
     cdef long long first_offset, last_offset, max_timestamp, offset_of_max_timestamp, log_end, position
     cdef Py_ssize_t incoming = len(records)
+    cdef SegmentAppendState segment
     dir_state = log.dir_state
     if log._closed or log._offline_error is not None or dir_state.offline:
         log._ensure_online()
     if dir_state.full:
         raise log._dir_full_error()
-    now = log.clock.time_ms()
+    # The clock is read only when a rule needs the time (most appends: none does).
+    now = None
     if leader:
-        if bounded or scan.log_append_time_batches:
+        if bounded or scan._log_append_time_batches():
             # Otherwise nothing can be refused: the records need not be decoded.
+            now = log.clock.time_ms()
             log._check_timestamps(records, scan, now)
-        scan.assign_offsets(log._end[0], leader_epoch, None if stamp_append_time is None else now)
+        if stamp_append_time is not None and now is None:
+            now = log.clock.time_ms()
+        scan._assign((<tuple>log._end)[0], leader_epoch, stamp_append_time is not None,
+                     now if stamp_append_time is not None else 0)
     else:
         below = scan.check_follower(log._end[0])
         if below is not None:
@@ -1002,10 +1101,13 @@ cdef tuple _append_locked(log, records, AppendScan scan, bint leader, int leader
     offset_of_max_timestamp = scan.offset_of_max_timestamp
     # The roll check (Kafka's maybeRoll); an I/O error in it takes the dir offline as the append's own would.
     try:
-        segment = log.segments.active_segment
+        # LogSegments' newest segment (its active_segment property, without the call).
+        segment = log.segments._last
+        if segment is None:
+            segment = log.segments.active_segment
         if incoming > segment_bytes:
             raise log._too_large_for_a_segment(incoming, segment_bytes)
-        if segment.roll_due(incoming, max_timestamp, last_offset, now, segment_bytes, roll_ms):
+        if segment._roll_due(incoming, max_timestamp, last_offset, now, log.clock, segment_bytes, roll_ms):
             segment = log.roll(first_offset)
     except OSError as err:
         raise log._io_failure("roll check", err) from err
@@ -1015,7 +1117,7 @@ cdef tuple _append_locked(log, records, AppendScan scan, bint leader, int leader
     else:
         segment_timestamp, segment_offset_of_max = max_timestamp, offset_of_max_timestamp
     try:
-        position = segment.append_scan(scan, segment_timestamp, segment_offset_of_max)
+        position = segment._append(scan, None, scan.largest_offset, segment_timestamp, segment_offset_of_max)
     except OSError as err:
         raise log._io_failure(f"append of {incoming} bytes at offset {first_offset}", err) from err
     if leader:
@@ -1028,8 +1130,7 @@ cdef tuple _append_locked(log, records, AppendScan scan, bint leader, int leader
     if producers is not None:
         log._apply_producers(producers[0], producers[1], segment, last_offset)
     log_end = last_offset + 1
-    base_offset = segment.base_offset
-    log._end = (log_end, base_offset, position + incoming)
+    log._end = (log_end, segment.base_offset, position + incoming)
     log.producer_state.update_map_end_offset(log_end)
     committer = None
     key_index = log.key_index
@@ -1039,6 +1140,6 @@ cdef tuple _append_locked(log, records, AppendScan scan, bint leader, int leader
         committer = log.group_commit
         if committer is None:
             log.flush(log_end)
-    appended = _append_info_type(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, base_offset,
-                                 position, incoming, scan._count, scan.records)
+    appended = _appended(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, segment.base_offset,
+                         position, incoming, scan._count, scan.records)
     return appended, committer

@@ -34,7 +34,6 @@ from logmgr.errors import OffsetOutOfRangeError
 from logmgr.log import Isolation, Log
 from logmgr.log_manager import LogManager
 from logmgr.log_segments import LogSegments
-from segments._native.append import AppendScan
 from segments.compression import CompressionType
 from segments.file_records import iter_batches
 from segments.log_segment import FetchSlice, LogSegment
@@ -302,8 +301,8 @@ def test_cleanup_during_an_append_sees_a_consistent_log(tmp_path: Path, monkeypa
     manager = _start_manager(tmp_path / "data")
     try:
         log = manager.get_or_create_log("t", 0)
-        segment = log.active_segment
-        real_append = segment.append_scan
+        epochs = log.leader_epochs
+        real_assign = epochs.assign
         log._lock = lock = ContendedLock(log._lock)
         outcome: list[str] = []
         cleaners: list[threading.Thread] = []
@@ -318,17 +317,18 @@ def test_cleanup_during_an_append_sees_a_consistent_log(tmp_path: Path, monkeypa
             except Exception as err:
                 outcome.append(f"{type(err).__name__}: {err}")
 
-        def append_then_clean(scan: AppendScan, timestamp: int, offset_of_max: int) -> int:
-            position = real_append(scan, timestamp, offset_of_max)
-            # The writer holds the log lock: the bytes are in the segment, the log end offset has not moved yet. A
-            # correct cleanup waits for the lock (the append then finishes); a broken one ends on what it saw.
+        def append_then_clean(epoch: int, start_offset: int) -> bool:
+            # The append tells the epoch cache right after its write: the writer holds the log lock, the bytes are
+            # in the segment, the log end offset has not moved yet. A correct cleanup waits for the lock (the
+            # append then finishes); a broken one ends on what it saw.
+            assigned = real_assign(epoch, start_offset)
             cleaner = threading.Thread(target=cleanup)
             cleaner.start()
             wait_until(lambda: lock.contended.is_set() or not cleaner.is_alive(), "cleanup to wait or end")
             cleaners.append(cleaner)
-            return position
+            return assigned
 
-        monkeypatch.setattr(segment, "append_scan", append_then_clean)
+        monkeypatch.setattr(epochs, "assign", append_then_clean)
         log.append_records(records_for(0, 3))
         for cleaner in cleaners:
             cleaner.join(FAILURE_DEADLINE_S)
@@ -367,17 +367,18 @@ def test_read_never_serves_an_append_in_progress(tmp_path: Path, monkeypatch: py
     try:
         log = manager.get_or_create_log("t", 0)
         log.append_records(records_for(0, 1))
-        segment = log.active_segment
-        real_append = segment.append_scan
+        epochs = log.leader_epochs
+        real_assign = epochs.assign
         seen: list[tuple[list[int], int]] = []
 
-        def append_then_read(scan: AppendScan, timestamp: int, offset_of_max: int) -> int:
-            position = real_append(scan, timestamp, offset_of_max)
-            # Readers take no log lock: one may run right after the writer's pwritev, before the log end moves.
+        def append_then_read(epoch: int, start_offset: int) -> bool:
+            assigned = real_assign(epoch, start_offset)
+            # Readers take no log lock: one may run right after the writer's pwritev (the append tells the epoch
+            # cache next), before the log end moves.
             seen.append((_served_offsets(log, 0), log.log_end_offset))
-            return position
+            return assigned
 
-        monkeypatch.setattr(segment, "append_scan", append_then_read)
+        monkeypatch.setattr(epochs, "assign", append_then_read)
         log.append_records(records_for(1, 2))
         [(served, log_end)] = seen
         assert served == list(range(log_end)), f"served {served} with the log end at {log_end}"
