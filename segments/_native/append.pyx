@@ -818,7 +818,8 @@ cdef class SegmentAppendState:
 
     ``_log``, ``_offset_index``, ``_time_index``: the ``.log`` object and the index holders, None until made (a
     listed segment makes them on first use). ``_max_timestamp``: the largest batch max timestamp appended (-1:
-    none), None until known (see ``_max_timestamp_so_far``), with ``_offset_of_max_timestamp``.
+    none), None until known (see ``_max_timestamp_so_far``), with ``_offset_of_max_timestamp`` (set with it, and
+    read only once it is known).
     ``rolling_based_timestamp``: the first batch's max timestamp (the time rule's start), None until known.
     ``_bytes_since_last_index_entry``: appended since the last offset-index entry. One writer (the owning log's
     lock)."""
@@ -834,9 +835,6 @@ cdef class SegmentAppendState:
     cdef public object _max_timestamp
     cdef public int64_t _offset_of_max_timestamp
     cdef public object rolling_based_timestamp
-
-    def __cinit__(self, *args, **kwargs):
-        self._offset_of_max_timestamp = -1
 
     def roll_due(self, int64_t incoming_bytes, int64_t max_timestamp, int64_t last_offset, int64_t now_ms,
                  int64_t segment_bytes, int64_t roll_ms):
