@@ -256,8 +256,8 @@ def _io_guarded(action: str) -> Callable[[Callable[Concatenate[Log, _P], _R]], C
 class Log(LogAppendState):
     """One partition's log in ``partition_dir`` (opened by :class:`~logmgr.log_loader.LogLoader`).
 
-    What every append reads is kept in C fields of :class:`~segments._native.append.LogAppendState` (declared
-    below for the type checker), so that the compiled append sequence reads it without attribute lookups."""
+    The state is kept in C fields (slots) of :class:`~segments._native.append.LogAppendState` (declared below for
+    the type checker), so that the compiled append sequence reads it without attribute lookups."""
 
     config: LogConfig
     _facts: AppendFacts | None
@@ -273,6 +273,20 @@ class Log(LogAppendState):
     group_commit: GroupCommitService | None
     _end: tuple[int, int, int]
     _recovery_point: int
+    dir: Path
+    topic_partition: TopicPartition
+    readers: SegmentReaders
+    deleter: SegmentDeleter
+    _run_async: Callable[[Callable[[], None]], None]
+    recovery: RecoveryStats
+    _truncation_sequence: int
+    _log_start_offset: int
+    _high_watermark: int | None
+    _high_watermark_provider: Callable[[], int] | None
+    last_flush_ms: int
+    _rng: random.Random
+    _limits: tuple[int, DecodeLimits]
+    truncation_observer: Callable[[int, bool], None] | None
 
     def __init__(
         self,
@@ -313,8 +327,8 @@ class Log(LogAppendState):
         self._end = (0, 0, 0)
         # The loader found the log end (reading the active segment's tail, or from a clean shutdown's checkpoint).
         self._publish_end(log_end_offset)
-        self._high_watermark: int | None = None
-        self._high_watermark_provider: Callable[[], int] | None = None
+        self._high_watermark = None
+        self._high_watermark_provider = None
         self.last_flush_ms = self.clock.time_ms()
         self._rng = _JITTER_RNG
         # What appends derive from the config (see _append_facts), for the config object it was derived from.
@@ -330,7 +344,7 @@ class Log(LogAppendState):
         self.key_index = None
         # Set by an intra-broker move (logmgr.log_move): told of every truncation, under the writer lock, with the
         # new log end offset and whether the log was emptied, so the future log drops the same tail.
-        self.truncation_observer: Callable[[int, bool], None] | None = None
+        self.truncation_observer = None
 
     # -- offsets ------------------------------------------------------------------------------------------------
 

@@ -157,8 +157,14 @@ class FileRecords(FileAppendState):
     :meth:`release` returns an opened file to that state.
 
     Appends (``append``) and the descriptor and size they move are compiled
-    (:class:`segments._native.append.FileAppendState`).
+    (:class:`segments._native.append.FileAppendState`), which also holds the state below as C fields (slots).
     """
+
+    _path: Path
+    _path_name: str
+    _writable: bool
+    _fd: int | None
+    _size: int
 
     def __init__(
         self,
@@ -174,7 +180,7 @@ class FileRecords(FileAppendState):
         """The path as text, kept for every fetch result (converting it per read costs as much as the index search)."""
         self._writable = writable
         # None: not opened yet (opened by _descriptor on first use); _CLOSED: closed for good.
-        self._fd: int | None = None
+        self._fd = None
         if size is not None:
             self._size = size
             return

@@ -188,23 +188,27 @@ class LogSegment(SegmentAppendState):
     the object's. Readers read either without a lock (one attribute read each).
     """
 
-    # Class-level defaults of what a listed segment does not have yet: a log load makes thousands of segments and
-    # most are never used, so each sets only what differs (instances shadow these on first assignment).
-    # None until first use (made under _MAKING); _log, _offset_index and _time_index are C fields of the append
-    # state (None until set), declared here for the type checker only.
+    # The state is kept in C fields of SegmentAppendState (slots, declared here for the type checker), whose
+    # defaults (None; "" and False where said) are what a listed segment does not have yet: a log load makes
+    # thousands of segments and most are never used, so each sets only what differs.
+    # None until first use (made under _MAKING):
     _log: FileRecords | None
     _offset_index: LazyIndex[OffsetIndex] | None
     _time_index: LazyIndex[TimeIndex] | None
-    _txn_index: TransactionIndex | None = None
-    _listed_size: int | None = None
+    _txn_index: TransactionIndex | None
+    _listed_size: int | None
     """The ``.log`` length while ``_log`` is None: the listing's, or None until learned (see the class doc)."""
-    _txn_index_unlisted = False
+    _txn_index_unlisted: bool
     """The listing the segment came from had no ``.txnindex`` (only a ``TransactionIndex`` object, made on first
     use of :attr:`txn_index`, creates one): while there is no object, nothing to empty before a rebuild."""
-    _resize_indexes_to: int | None = None
+    _resize_indexes_to: int | None
     """The size :meth:`resize_indexes` asked for before the index holders were made: given to them when made."""
-    _suffix = ""
-    _closed = False
+    _suffix: str
+    _closed: bool
+    _directory: Path
+    _writable: bool
+    _max_index_size: int
+    _clock: Callable[[], float]
 
     def __init__(
         self,

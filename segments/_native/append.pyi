@@ -96,15 +96,31 @@ class LogAppendState:
     group_commit: Any
     _end: Any
     _recovery_point: Any
+    dir: Any
+    topic_partition: Any
+    readers: Any
+    deleter: Any
+    _run_async: Any
+    recovery: Any
+    _truncation_sequence: Any
+    _log_start_offset: Any
+    _high_watermark: Any
+    _high_watermark_provider: Any
+    last_flush_ms: Any
+    _rng: Any
+    _limits: Any
+    truncation_observer: Any
 
 def append_to_log(
     log: LogAppendState, records: bytes, leader: bool, leader_epoch: int, origin: object, client: bool
 ) -> LogAppendInfo: ...
 
 class FileAppendState:
-    _fd: int | None
-    _size: int
-    _writable: bool
+    _fd: Any
+    _size: Any
+    _writable: Any
+    _path: Any
+    _path_name: Any
     def append(self, *buffers: bytes | memoryview) -> int: ...
 
 class SegmentAppendState:
@@ -116,6 +132,19 @@ class SegmentAppendState:
     _max_timestamp: int | None
     _offset_of_max_timestamp: int
     rolling_based_timestamp: int | None
+    _log: Any
+    _offset_index: Any
+    _time_index: Any
+    _txn_index: Any
+    _listed_size: Any
+    _txn_index_unlisted: Any
+    _resize_indexes_to: Any
+    _suffix: Any
+    _closed: Any
+    _directory: Any
+    _writable: Any
+    _max_index_size: Any
+    _clock: Any
     def roll_due(
         self, incoming_bytes: int, max_timestamp: int, last_offset: int, now_ms: int, segment_bytes: int, roll_ms: int
     ) -> bool: ...

@@ -19,6 +19,8 @@ batch by batch). :meth:`AppendScan.assign_offsets` then runs under the log lock.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.mem cimport PyMem_Malloc
+from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, strerror
@@ -768,8 +770,10 @@ cdef class FileAppendState:
     readers read ``_size`` without a lock, and it moves only after the bytes are written."""
 
     cdef public object _fd
-    cdef public int64_t _size
-    cdef public bint _writable
+    cdef public object _size
+    cdef public object _writable
+    cdef public object _path
+    cdef public object _path_name
 
     def append(self, *buffers):
         """Append the bytes of ``buffers`` in order, written together (``pwritev``: a leader writes each stamped
@@ -783,7 +787,7 @@ cdef class FileAppendState:
 
     cdef int64_t _append(self, AppendScan scan, tuple buffers) except -1:
         """:meth:`append` of ``buffers``, or of what ``scan`` keeps (:meth:`AppendScan._write`). O(length)."""
-        cdef int64_t position = self._size
+        cdef int64_t position = <int64_t>self._size
         cdef Py_ssize_t length = 0
         cdef int err
         if not self._writable:
@@ -827,14 +831,34 @@ cdef class SegmentAppendState:
     cdef public object _log
     cdef public object _offset_index
     cdef public object _time_index
-    cdef public int64_t base_offset
-    cdef public int64_t index_interval_bytes
-    cdef public int64_t roll_jitter_ms
-    cdef public int64_t created_ms
-    cdef public int64_t _bytes_since_last_index_entry
+    cdef public object base_offset
+    cdef public object index_interval_bytes
+    cdef public object roll_jitter_ms
+    cdef public object created_ms
+    cdef public object _bytes_since_last_index_entry
     cdef public object _max_timestamp
-    cdef public int64_t _offset_of_max_timestamp
+    cdef public object _offset_of_max_timestamp
     cdef public object rolling_based_timestamp
+    # The rest of the Python class's state (see there), kept here too: an attribute in the instance dict of a
+    # class derived from a compiled one is read without the interpreter's specialization, at three times the cost.
+    cdef public object _txn_index
+    cdef public object _listed_size
+    cdef public object _txn_index_unlisted
+    cdef public object _resize_indexes_to
+    cdef public object _suffix
+    cdef public object _closed
+    cdef public object _directory
+    cdef public object _writable
+    cdef public object _max_index_size
+    cdef public object _clock
+
+    def __cinit__(self):
+        # What differs from None for a new segment (the arguments of the constructor are ignored here).
+        self._bytes_since_last_index_entry = 0
+        self._offset_of_max_timestamp = -1
+        self._txn_index_unlisted = False
+        self._suffix = ""
+        self._closed = False
 
     def roll_due(self, int64_t incoming_bytes, int64_t max_timestamp, int64_t last_offset, int64_t now_ms,
                  int64_t segment_bytes, int64_t roll_ms):
@@ -854,7 +878,7 @@ cdef class SegmentAppendState:
         cdef int64_t waited
         log = self._log
         size = (<FileAppendState>log)._size if log is not None else self.size
-        if size > segment_bytes - incoming_bytes or last_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
+        if size > segment_bytes - incoming_bytes or last_offset - <int64_t>self.base_offset > _MAX_RELATIVE_OFFSET:
             return True
         if size > 0:
             first = self.rolling_based_timestamp
@@ -866,7 +890,7 @@ cdef class SegmentAppendState:
                 waited = max_timestamp - <int64_t>first
             else:
                 waited = (clock.time_ms() if now_ms is None else now_ms) - self.created_ms
-            if waited > roll_ms - self.roll_jitter_ms:
+            if waited > roll_ms - <int64_t>self.roll_jitter_ms:
                 return True
         return (_opened_index(self._offset_index, self, True)._full()
                 or _opened_index(self._time_index, self, False)._full())
@@ -893,12 +917,13 @@ cdef class SegmentAppendState:
                          int64_t shallow_offset_of_max_timestamp) except -1:
         cdef FileAppendState file
         cdef int64_t position, length, most
-        if not 0 <= largest_offset - self.base_offset <= _MAX_RELATIVE_OFFSET:
+        cdef int64_t since_index_entry = self._bytes_since_last_index_entry
+        if not 0 <= largest_offset - <int64_t>self.base_offset <= _MAX_RELATIVE_OFFSET:
             self._ensure_offset_in_range(largest_offset)
         log = self._log
         file = log if log is not None else self.log
         position = file._append(scan, buffers)
-        length = file._size - position
+        length = <int64_t>file._size - position
         if position == 0:
             self.rolling_based_timestamp = largest_timestamp
         known = self._max_timestamp
@@ -907,14 +932,84 @@ cdef class SegmentAppendState:
             most = largest_timestamp
             self._max_timestamp = most
             self._offset_of_max_timestamp = shallow_offset_of_max_timestamp
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+        if since_index_entry > <int64_t>self.index_interval_bytes:
             _opened_index(self._offset_index, self, True)._append_offset(largest_offset, position)
             _opened_index(self._time_index, self, False)._maybe_append_time(
                 most, self._offset_of_max_timestamp, False, False)
             self._bytes_since_last_index_entry = length
         else:
-            self._bytes_since_last_index_entry += length
+            self._bytes_since_last_index_entry = since_index_entry + length
         return position
+
+
+# -- the state classes' fields, as the interpreter reads slots ---------------------------------------------------
+
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        const char *name
+        int type
+        Py_ssize_t offset
+        int flags
+        const char *doc
+    enum:
+        T_OBJECT_EX
+
+cdef extern from "Python.h":
+    object PyDescr_NewMember(PyTypeObject *, PyMemberDef *)
+    void PyType_Modified(PyTypeObject *)
+
+cdef list _member_names = []  # the UTF-8 names the member definitions point to, kept for the life of the types
+
+
+cdef int _expose_as_members(type cls, tuple names) except -1:
+    """Give the ``cdef public`` fields ``names`` of ``cls`` member descriptors (``T_OBJECT_EX``, as a
+    ``__slots__`` slot has) in place of the properties Cython makes for them: the interpreter specializes a read of
+    a slot, not a property, so each Python read of a field (the Python classes read them on every fetch) would
+    otherwise cost a generic lookup and a call, twice an instance attribute's. Each field's place is found by
+    writing a fresh object through its property on a probe instance and finding that pointer, once, among the
+    instance's words. The fields are never deleted (a deleted one would be NULL, which the compiled code does not
+    expect). O(fields x instance size), once per class at import."""
+    cdef PyTypeObject *tp = <PyTypeObject *>cls
+    cdef Py_ssize_t words = tp.tp_basicsize // <Py_ssize_t>sizeof(PyObject *)
+    cdef PyObject **slots
+    cdef PyMemberDef *member
+    cdef Py_ssize_t i, found
+    probe = cls.__new__(cls)
+    slots = <PyObject **><PyObject *>probe
+    for name in names:
+        marker = object()
+        setattr(probe, name, marker)
+        found = -1
+        for i in range(words):
+            if slots[i] == <PyObject *>marker:
+                if found >= 0:
+                    raise RuntimeError(f"{cls.__name__}.{name}: its marker appears twice in the instance")
+                found = i
+        setattr(probe, name, None)
+        if found < 0:
+            raise RuntimeError(f"{cls.__name__}.{name}: not an object field of the instance")
+        encoded = name.encode()
+        _member_names.append(encoded)
+        member = <PyMemberDef *>PyMem_Malloc(sizeof(PyMemberDef))
+        if member == NULL:
+            raise MemoryError()
+        member.name = encoded
+        member.type = T_OBJECT_EX
+        member.offset = found * <Py_ssize_t>sizeof(PyObject *)
+        member.flags = 0
+        member.doc = NULL
+        (<dict>tp.tp_dict)[name] = PyDescr_NewMember(tp, member)
+    PyType_Modified(tp)
+    return 0
+
+
+_expose_as_members(FileAppendState, ("_fd", "_size", "_writable", "_path", "_path_name"))
+_expose_as_members(SegmentAppendState, (
+    "_log", "_offset_index", "_time_index", "base_offset", "index_interval_bytes", "roll_jitter_ms", "created_ms",
+    "_bytes_since_last_index_entry", "_max_timestamp", "_offset_of_max_timestamp", "rolling_based_timestamp",
+    "_txn_index", "_listed_size", "_txn_index_unlisted", "_resize_indexes_to", "_suffix", "_closed", "_directory",
+    "_writable", "_max_index_size", "_clock",
+))
 
 
 # -- the append sequence of a partition log ----------------------------------------------------------------------
@@ -1002,7 +1097,7 @@ cdef class LogAppendState:
     cdef public object _facts
     cdef public object _lock
     cdef public object dir_state
-    cdef public bint _closed
+    cdef public object _closed
     cdef public object _offline_error
     cdef public object clock
     cdef public object segments
@@ -1012,6 +1107,30 @@ cdef class LogAppendState:
     cdef public object group_commit
     cdef public object _end
     cdef public object _recovery_point
+    # The rest of the Python class's state (see there), kept here too: an attribute in the instance dict of a
+    # class derived from a compiled one is read without the interpreter's specialization, at three times the cost.
+    cdef public object dir
+    cdef public object topic_partition
+    cdef public object readers
+    cdef public object deleter
+    cdef public object _run_async
+    cdef public object recovery
+    cdef public object _truncation_sequence
+    cdef public object _log_start_offset
+    cdef public object _high_watermark
+    cdef public object _high_watermark_provider
+    cdef public object last_flush_ms
+    cdef public object _rng
+    cdef public object _limits
+    cdef public object truncation_observer
+
+
+_expose_as_members(LogAppendState, (
+    "config", "_facts", "_lock", "dir_state", "_closed", "_offline_error", "clock", "segments", "leader_epochs",
+    "producer_state", "key_index", "group_commit", "_end", "_recovery_point", "dir", "topic_partition", "readers",
+    "deleter", "_run_async", "recovery", "_truncation_sequence", "_log_start_offset", "_high_watermark",
+    "_high_watermark_provider", "last_flush_ms", "_rng", "_limits", "truncation_observer",
+))
 
 
 def append_to_log(LogAppendState log, records, bint leader, int leader_epoch, origin, bint client):
