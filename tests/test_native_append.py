@@ -11,6 +11,7 @@ and message.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import struct
 import zlib
@@ -36,12 +37,14 @@ from segments._native.append import (
     SCAN_OFFSET_OVERFLOW,
     SCAN_OK,
     SCAN_TOO_LARGE,
+    LogAppendInfo,
     scan_append,
 )
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError
-from segments.file_records import iter_batches
+from segments.file_records import FileRecords, iter_batches
 from segments.legacy import LegacyRecordBatch
+from segments.log_segment import LogSegment
 from segments.records import DecodeLimits, DefaultRecordBatch, RecordBatch, SimpleRecord, build_batch
 from tests.test_legacy import LEGACY_CODECS, entry, message, wrapper
 
@@ -557,3 +560,47 @@ def expected_cause(data: bytes) -> CorruptRecordError:
     except CorruptRecordError as err:
         return err
     raise AssertionError("framing passed")
+
+
+def test_log_append_info_is_a_value() -> None:
+    """The compiled result of an append compares, hashes and prints by its fields, as the dataclass it replaced;
+    ``duplicate`` defaults to False."""
+    first = LogAppendInfo(5, 9, 1_000, 9, 0, 120, 300, 1, 5)
+    same = LogAppendInfo(5, 9, 1_000, 9, 0, 120, 300, 1, 5, duplicate=False)
+    retried = LogAppendInfo(5, 9, 1_000, 9, -1, -1, 0, 0, 0, duplicate=True)
+    assert first == same and hash(first) == hash(same) and first != retried
+    assert not first.duplicate and retried.duplicate and first != (5, 9)
+    assert repr(first) == (
+        "LogAppendInfo(first_offset=5, last_offset=9, max_timestamp=1000, offset_of_max_timestamp=9, "
+        "segment_base_offset=0, position=120, valid_bytes=300, batches=1, records=5, duplicate=False)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cls", "fields"),
+    [
+        (FileRecords, ("_fd", "_size", "_writable", "_path", "_path_name")),
+        (LogSegment, ("_log", "base_offset", "_bytes_since_last_index_entry", "_max_timestamp", "_suffix", "_closed")),
+        (Log, ("config", "_end", "_lock", "segments", "dir", "topic_partition", "truncation_observer")),
+    ],
+)
+def test_append_state_fields_are_slots_shared_with_the_compiled_append(
+    tmp_path: Path, cls: type, fields: tuple[str, ...]
+) -> None:
+    """The state classes' fields are slots (member descriptors: the interpreter specializes their reads, not those
+    of the properties Cython makes, nor of an instance dict of a class derived from a compiled one), and what Python
+    writes through them is what the compiled append reads: an index interval set to 0 from Python makes the next
+    append's offset-index entry."""
+    for name in fields:
+        assert type(inspect.getattr_static(cls, name)).__name__ == "member_descriptor", name
+    log = load_log(tmp_path / "t-0", LogConfig())
+    try:
+        log.append_records([SimpleRecord(b"v")])
+        segment = log.active_segment
+        segment.index_interval_bytes = 0
+        assert segment.offset_index.entries == 0
+        log.append_records([SimpleRecord(b"w")])
+        *_, last = segment.batches()
+        assert [tuple(entry) for entry in segment.offset_index] == [(1, last.position)]
+    finally:
+        log.close()
