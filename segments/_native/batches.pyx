@@ -32,16 +32,25 @@ cdef extern from "crc32c_batches.h" nogil:
 
 from segments._native.wire cimport (
     ATTRIBUTE_CODEC_MASK,
+    ATTRIBUTE_CONTROL,
+    ATTRIBUTE_DELETE_HORIZON,
     ATTRIBUTE_LOG_APPEND_TIME,
+    ATTRIBUTE_TRANSACTIONAL,
     ATTRIBUTES_OFFSET,
+    BASE_SEQUENCE_OFFSET,
     BASE_TIMESTAMP_OFFSET,
     CRC_OFFSET,
     HEADER_SIZE_UP_TO_MAGIC,
+    LAST_OFFSET_DELTA_OFFSET,
     LEGACY_TIMESTAMP_OFFSET,
+    LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_V2,
     MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
     RECORDS_COUNT_OFFSET,
@@ -289,19 +298,19 @@ cdef class RecordBatchHeader:
 
     @property
     def is_transactional(self):
-        return bool(self._attributes & 0x10)
+        return bool(self._attributes & ATTRIBUTE_TRANSACTIONAL)
 
     @property
     def is_control(self):
-        return bool(self._attributes & 0x20)
+        return bool(self._attributes & ATTRIBUTE_CONTROL)
 
     @property
     def has_delete_horizon(self):
-        return bool(self._attributes & 0x40)
+        return bool(self._attributes & ATTRIBUTE_DELETE_HORIZON)
 
     @property
     def delete_horizon_ms(self):
-        return self._base_timestamp if self._attributes & 0x40 else None
+        return self._base_timestamp if self._attributes & ATTRIBUTE_DELETE_HORIZON else None
 
     @property
     def producer_id(self):
@@ -363,18 +372,18 @@ cdef inline void _unpack(RecordBatchHeader batch, _Window window, Py_ssize_t sta
     batch._window = window
     batch._start = start
     batch._base_offset = <int64_t>load_be64(p)
-    batch._length = <int32_t>load_be32(p + 8)
-    batch._partition_leader_epoch = <int32_t>load_be32(p + 12)
-    batch._magic = <int8_t>p[16]
-    batch._crc = load_be32(p + 17)
-    batch._attributes = <int16_t>load_be16(p + 21)
-    batch._last_offset_delta = <int32_t>load_be32(p + 23)
-    batch._base_timestamp = <int64_t>load_be64(p + 27)
-    batch._max_timestamp = <int64_t>load_be64(p + 35)
-    batch._producer_id = <int64_t>load_be64(p + 43)
-    batch._producer_epoch = <int16_t>load_be16(p + 51)
-    batch._base_sequence = <int32_t>load_be32(p + 53)
-    batch._records_count = <int32_t>load_be32(p + 57)
+    batch._length = <int32_t>load_be32(p + LENGTH_OFFSET)
+    batch._partition_leader_epoch = <int32_t>load_be32(p + PARTITION_LEADER_EPOCH_OFFSET)
+    batch._magic = <int8_t>p[MAGIC_OFFSET]
+    batch._crc = load_be32(p + CRC_OFFSET)
+    batch._attributes = <int16_t>load_be16(p + ATTRIBUTES_OFFSET)
+    batch._last_offset_delta = <int32_t>load_be32(p + LAST_OFFSET_DELTA_OFFSET)
+    batch._base_timestamp = <int64_t>load_be64(p + BASE_TIMESTAMP_OFFSET)
+    batch._max_timestamp = <int64_t>load_be64(p + MAX_TIMESTAMP_OFFSET)
+    batch._producer_id = <int64_t>load_be64(p + PRODUCER_ID_OFFSET)
+    batch._producer_epoch = <int16_t>load_be16(p + PRODUCER_EPOCH_OFFSET)
+    batch._base_sequence = <int32_t>load_be32(p + BASE_SEQUENCE_OFFSET)
+    batch._records_count = <int32_t>load_be32(p + RECORDS_COUNT_OFFSET)
 
 
 cdef class FileBatch:
@@ -619,8 +628,8 @@ cdef inline bint _header_step(const uint8_t *header, Py_ssize_t got, Py_ssize_t 
         return True
     else:
         out.base = <int64_t>load_be64(header)
-        out.delta = <int32_t>load_be32(header + 23)
-        key = <int64_t>load_be64(header + 35) if by_timestamp else _sat_add(out.base, out.delta)
+        out.delta = <int32_t>load_be32(header + LAST_OFFSET_DELTA_OFFSET)
+        key = <int64_t>load_be64(header + MAX_TIMESTAMP_OFFSET) if by_timestamp else _sat_add(out.base, out.delta)
     if key >= target:
         out.status = LOCATE_FOUND
         return True
@@ -1437,7 +1446,7 @@ cdef class RecoveryScan(BatchWalk):
             if not self._advance(&local, &total):
                 return self._end(None)
             p = self._window.data + local
-            magic = p[16]
+            magic = p[MAGIC_OFFSET]
             if magic == 0 or magic == 1:
                 try:
                     legacy = _legacy_type(memoryview(self._window.obj)[local : local + total])
@@ -1468,14 +1477,14 @@ cdef class RecoveryScan(BatchWalk):
                         path=self._path,
                         position=position + CRC_OFFSET,
                     )
-                count = <int32_t>load_be32(p + 57)
+                count = <int32_t>load_be32(p + RECORDS_COUNT_OFFSET)
                 if count < 0:
-                    raise CorruptRecordError(f"found invalid record count {count}", path=self._path, position=position + 57)
+                    raise CorruptRecordError(f"found invalid record count {count}", path=self._path, position=position + RECORDS_COUNT_OFFSET)
                 base = <int64_t>load_be64(p)
-                delta = <int32_t>load_be32(p + 23)
+                delta = <int32_t>load_be32(p + LAST_OFFSET_DELTA_OFFSET)
                 first = base
                 last = _sat_add(base, delta)
-                timestamp = <int64_t>load_be64(p + 35)
+                timestamp = <int64_t>load_be64(p + MAX_TIMESTAMP_OFFSET)
             if (_sat_add(last, -self._base_offset) > _MAX_RELATIVE_OFFSET or first < self._next_offset
                     or (self._has_next_base and last >= self._next_base)):
                 # check_continues raises (its message is the one implementation of the rule); the sum is exact
@@ -1507,8 +1516,8 @@ cdef class RecoveryScan(BatchWalk):
                 self._position = position + total
                 self.batches += 1
                 continue
-            producer_id = <int64_t>load_be64(p + 43)
-            epoch = <int32_t>load_be32(p + 12)
+            producer_id = <int64_t>load_be64(p + PRODUCER_ID_OFFSET)
+            epoch = <int32_t>load_be32(p + PARTITION_LEADER_EPOCH_OFFSET)
             event = producer_id != -1 or not self._have_epoch or epoch != self._epoch
             self._have_epoch = True
             self._epoch = epoch

@@ -29,10 +29,20 @@ from libc.stdint cimport INT32_MAX, INT32_MIN, int16_t, int32_t, int64_t, uint8_
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
 from segments._native.wire cimport (
     ATTRIBUTES_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
     CRC_OFFSET,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
     MAGIC_V2,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
     RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
     WIRE_BAD_RECORD_SIZE,
     WIRE_OK,
     WIRE_RECORD_TOO_LARGE,
@@ -1070,17 +1080,17 @@ def encode_batch(
         memcpy(PyBytes_AS_STRING_MUT(out) + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(packed), PyBytes_GET_SIZE(packed))
     p = <uint8_t *>PyBytes_AS_STRING_MUT(out)
     store_be64(p, <uint64_t>base_offset)
-    store_be32(p + 8, <uint32_t>(size - LOG_OVERHEAD))
-    store_be32(p + 12, <uint32_t>partition_leader_epoch)
-    p[16] = MAGIC_V2
+    store_be32(p + LENGTH_OFFSET, <uint32_t>(size - LOG_OVERHEAD))
+    store_be32(p + PARTITION_LEADER_EPOCH_OFFSET, <uint32_t>partition_leader_epoch)
+    p[MAGIC_OFFSET] = MAGIC_V2
     store_be16(p + ATTRIBUTES_OFFSET, <uint16_t>attributes)
-    store_be32(p + 23, <uint32_t>offset_delta)
-    store_be64(p + 27, <uint64_t>base_timestamp)
-    store_be64(p + 35, <uint64_t>max_timestamp)
-    store_be64(p + 43, <uint64_t>producer_id)
-    store_be16(p + 51, <uint16_t>producer_epoch)
-    store_be32(p + 53, <uint32_t>base_sequence)
-    store_be32(p + 57, <uint32_t>n)
+    store_be32(p + LAST_OFFSET_DELTA_OFFSET, <uint32_t>offset_delta)
+    store_be64(p + BASE_TIMESTAMP_OFFSET, <uint64_t>base_timestamp)
+    store_be64(p + MAX_TIMESTAMP_OFFSET, <uint64_t>max_timestamp)
+    store_be64(p + PRODUCER_ID_OFFSET, <uint64_t>producer_id)
+    store_be16(p + PRODUCER_EPOCH_OFFSET, <uint16_t>producer_epoch)
+    store_be32(p + BASE_SEQUENCE_OFFSET, <uint32_t>base_sequence)
+    store_be32(p + RECORDS_COUNT_OFFSET, <uint32_t>n)
     if size >= _NOGIL_BYTES:
         with nogil:
             crc = logmgr_crc32c(0, p + ATTRIBUTES_OFFSET, size - ATTRIBUTES_OFFSET)

@@ -7,6 +7,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 # Kafka's record batch layout (kafka-format.md §1.1): every kernel reads and writes batches by these offsets.
 cdef enum:
     LOG_OVERHEAD = 12             # baseOffset + length prefix
+    LENGTH_OFFSET = 8
     HEADER_SIZE_UP_TO_MAGIC = 17
     RECORD_OVERHEAD_V0 = 14       # the smallest message (legacy v0): what a walk accepts before the magic is known
     RECORD_BATCH_OVERHEAD = 61    # a magic-2 batch header
@@ -17,13 +18,16 @@ cdef enum:
     LAST_OFFSET_DELTA_OFFSET = 23
     MAX_TIMESTAMP_OFFSET = 35
     PRODUCER_ID_OFFSET = 43
+    PRODUCER_EPOCH_OFFSET = 51
     BASE_SEQUENCE_OFFSET = 53
     RECORDS_COUNT_OFFSET = 57
     MAGIC_V2 = 2
     BASE_TIMESTAMP_OFFSET = 27
     ATTRIBUTE_CODEC_MASK = 0x07   # attributes: the compression codec
     ATTRIBUTE_LOG_APPEND_TIME = 0x08  # attributes: timestamp type LogAppendTime
+    ATTRIBUTE_TRANSACTIONAL = 0x10  # attributes: part of a transaction
     ATTRIBUTE_CONTROL = 0x20      # attributes: a control batch (transaction markers and the like)
+    ATTRIBUTE_DELETE_HORIZON = 0x40  # attributes: the base timestamp is the delete horizon (compaction)
 
 # A magic 0/1 entry (kafka-format.md §1.5): offset (its last: a compressed wrapper's is its last inner offset),
 # size, CRC-32, magic, attributes, then on magic 1 the timestamp.
