@@ -186,6 +186,9 @@ class LogSegment(SegmentAppendState):
     only while no ``.log`` object exists. The file changes only through that object (appends, truncations, renames:
     the log's one writer), so a length learned before it exists is the file's, and once it exists :attr:`size` is
     the object's. Readers read either without a lock (one attribute read each).
+
+    Kafka's roll rule (``roll_due``) and the append with its index entries (``append_scan``, ``append_batches``)
+    are compiled: :class:`segments._native.append.SegmentAppendState`, which holds the state as C fields.
     """
 
     # The state is kept in C fields of SegmentAppendState (slots, declared here for the type checker), whose

@@ -766,8 +766,9 @@ cdef int _write_buffers(int fd, tuple buffers, int64_t position, Py_ssize_t *len
 cdef class FileAppendState:
     """The append state of a ``.log`` (:class:`segments.file_records.FileRecords` derives from it), in C fields
     that the Python class and the compiled segment append share: the descriptor (None until opened, -1 once
-    closed for good), the size readers see and whether the file is writable. One writer (the owning log's lock);
-    readers read ``_size`` without a lock, and it moves only after the bytes are written."""
+    closed for good), the size readers see, whether the file is writable, and its path (with the path as text).
+    One writer (the owning log's lock); readers read ``_size`` without a lock, and it moves only after the bytes
+    are written."""
 
     cdef public object _fd
     cdef public object _size
