@@ -1038,6 +1038,13 @@ cdef class LogAppendInfo:
     def __init__(self, int64_t first_offset, int64_t last_offset, int64_t max_timestamp,
                  int64_t offset_of_max_timestamp, int64_t segment_base_offset, int64_t position, int64_t valid_bytes,
                  int64_t batches, int64_t records, bint duplicate=False):
+        self._set(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, segment_base_offset, position,
+                  valid_bytes, batches, records)
+        self.duplicate = duplicate
+
+    cdef void _set(self, int64_t first_offset, int64_t last_offset, int64_t max_timestamp,
+                   int64_t offset_of_max_timestamp, int64_t segment_base_offset, int64_t position,
+                   int64_t valid_bytes, int64_t batches, int64_t records) noexcept:
         self.first_offset = first_offset
         self.last_offset = last_offset
         self.max_timestamp = max_timestamp
@@ -1047,7 +1054,6 @@ cdef class LogAppendInfo:
         self.valid_bytes = valid_bytes
         self.batches = batches
         self.records = records
-        self.duplicate = duplicate
 
     cdef tuple _fields(self):
         return (self.first_offset, self.last_offset, self.max_timestamp, self.offset_of_max_timestamp,
@@ -1075,15 +1081,8 @@ cdef LogAppendInfo _appended(int64_t first_offset, int64_t last_offset, int64_t 
                              int64_t valid_bytes, int64_t batches, int64_t records):
     """A :class:`LogAppendInfo` made without the argument parsing of a call."""
     cdef LogAppendInfo info = LogAppendInfo.__new__(LogAppendInfo)
-    info.first_offset = first_offset
-    info.last_offset = last_offset
-    info.max_timestamp = max_timestamp
-    info.offset_of_max_timestamp = offset_of_max_timestamp
-    info.segment_base_offset = segment_base_offset
-    info.position = position
-    info.valid_bytes = valid_bytes
-    info.batches = batches
-    info.records = records
+    info._set(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, segment_base_offset, position,
+              valid_bytes, batches, records)
     return info
 
 
