@@ -147,24 +147,27 @@ def test_eleven_byte_varlong_is_corrupt(start: int) -> None:
     assert info.value.position == start
 
 
+@pytest.mark.parametrize(
+    ("values", "encode", "decode", "prefix"),
+    [(int32s, encode_varint, decode_varint, b"\x01\x02"), (int64s, encode_varlong, decode_varlong, b"\x07")],
+    ids=["varint", "varlong"],
+)
 @settings(max_examples=200)
-@given(int32s, st.data())
-def test_truncated_varint_reports_its_start(value: int, data: st.DataObject) -> None:
-    encoded = b"\x01\x02" + encode_varint(value)
-    cut = data.draw(st.integers(2, len(encoded) - 1))
+@given(data=st.data())
+def test_truncated_value_reports_its_start(
+    values: st.SearchStrategy[int],
+    encode: Callable[[int], bytes],
+    decode: Callable[[bytes, int], tuple[int, int]],
+    prefix: bytes,
+    data: st.DataObject,
+) -> None:
+    """A varint or varlong cut anywhere after its first byte is corrupt at the position it starts at (after
+    ``prefix``)."""
+    encoded = prefix + encode(data.draw(values))
+    cut = data.draw(st.integers(len(prefix), len(encoded) - 1))
     with pytest.raises(CorruptRecordError) as info:
-        decode_varint(encoded[:cut], 2)
-    assert info.value.position == 2
-
-
-@settings(max_examples=200)
-@given(int64s, st.data())
-def test_truncated_varlong_reports_its_start(value: int, data: st.DataObject) -> None:
-    encoded = b"\x07" + encode_varlong(value)
-    cut = data.draw(st.integers(1, len(encoded) - 1))
-    with pytest.raises(CorruptRecordError) as info:
-        decode_varlong(encoded[:cut], 1)
-    assert info.value.position == 1
+        decode(encoded[:cut], len(prefix))
+    assert info.value.position == len(prefix)
 
 
 def test_decode_past_end_is_corrupt() -> None:
