@@ -434,52 +434,75 @@ cdef class AppendScan:
         return out
 
     def buffers(self):
-        """What the log writes, in order, for ``os.pwritev``: the input as it is (a follower's), or after
-        :meth:`assign_offsets` each batch's stamped 61-byte header followed by a view of its records in
-        :attr:`data`. O(batches)."""
-        cdef size_t i
-        cdef _Batch *b
+        """What the log writes, in order (:meth:`_write`'s buffers, as Python objects): the input as it is (a
+        follower's), or after :meth:`assign_offsets` each batch's stamped 61-byte header followed by a view of its
+        records in :attr:`data`. O(batches)."""
+        cdef Py_buffer source
+        cdef iovec few[_FEW_BUFFERS]
+        cdef iovec *iov = few
+        cdef Py_ssize_t count, i
+        cdef const uint8_t *start
         if self._headers == NULL:
             return [self.data]
         view = memoryview(self.data)
         out = []
-        for i in range(self._count):
-            b = &self._batches[i]
-            out.append(PyBytes_FromStringAndSize(<char *>self._headers + i * RECORD_BATCH_OVERHEAD,
-                                                 RECORD_BATCH_OVERHEAD))
-            out.append(view[b.position + RECORD_BATCH_OVERHEAD : b.position + b.size])
+        PyObject_GetBuffer(self.data, &source, PyBUF_SIMPLE)
+        try:
+            count = self._layout(<const uint8_t *>source.buf, source.len, &iov, few)
+            start = <const uint8_t *>source.buf
+            for i in range(count):
+                if i % 2 == 0:
+                    out.append(PyBytes_FromStringAndSize(<char *>iov[i].iov_base, <Py_ssize_t>iov[i].iov_len))
+                else:
+                    offset = <const uint8_t *>iov[i].iov_base - start
+                    out.append(view[offset : offset + <Py_ssize_t>iov[i].iov_len])
+        finally:
+            if iov != few:
+                free(iov)
+            PyBuffer_Release(&source)
         return out
 
+    cdef Py_ssize_t _layout(self, const uint8_t *source, Py_ssize_t length, iovec **iov, iovec *few) except -1:
+        """The buffers the log writes for this scan of ``source`` (``length`` bytes: :attr:`data`) into
+        ``iov[0]`` (``few``, holding ``_FEW_BUFFERS``, or an allocated array the caller frees when it is not
+        ``few``): the input whole, or each stamped header then the batch's records. Returns their count.
+        O(batches)."""
+        cdef Py_ssize_t count
+        cdef size_t i
+        cdef _Batch *b
+        if self._headers == NULL:
+            few[0].iov_base = <void *>source
+            few[0].iov_len = <size_t>length
+            iov[0] = few
+            return 1
+        count = 2 * <Py_ssize_t>self._count
+        iov[0] = few
+        if count > _FEW_BUFFERS:
+            iov[0] = <iovec *>malloc(<size_t>count * sizeof(iovec))
+            if iov[0] == NULL:
+                raise MemoryError()
+        for i in range(self._count):
+            b = &self._batches[i]
+            iov[0][2 * i].iov_base = self._headers + i * RECORD_BATCH_OVERHEAD
+            iov[0][2 * i].iov_len = RECORD_BATCH_OVERHEAD
+            iov[0][2 * i + 1].iov_base = <void *>(source + b.position + RECORD_BATCH_OVERHEAD)
+            iov[0][2 * i + 1].iov_len = b.size - RECORD_BATCH_OVERHEAD
+        return count
+
     cdef int _write(self, int fd, int64_t position, Py_ssize_t *length) except -1:
-        """Write what the log keeps of this scan at ``position`` of ``fd`` (:meth:`buffers`, without a Python
-        object per buffer: one ``pwritev`` for all of them, the GIL released for 4 KiB and more); ``length`` gets
-        the byte count (the input's: each stamped header replaces the one it was stamped from). 0 or the errno.
-        O(length)."""
+        """Write what the log keeps of this scan at ``position`` of ``fd`` (:meth:`_layout`'s buffers: one
+        ``pwritev`` for all of them, no Python object per buffer, the GIL released for 4 KiB and more); ``length``
+        gets the byte count (the input's: each stamped header replaces the one it was stamped from). 0 or the
+        errno. O(length)."""
         cdef Py_buffer source
         cdef iovec few[_FEW_BUFFERS]
         cdef iovec *iov = few
-        cdef Py_ssize_t count = 1
-        cdef size_t i
-        cdef _Batch *b
+        cdef Py_ssize_t count
         cdef int err
         PyObject_GetBuffer(self.data, &source, PyBUF_SIMPLE)
         try:
             length[0] = source.len
-            if self._headers == NULL:
-                iov[0].iov_base = source.buf
-                iov[0].iov_len = <size_t>source.len
-            else:
-                count = 2 * <Py_ssize_t>self._count
-                if count > _FEW_BUFFERS:
-                    iov = <iovec *>malloc(<size_t>count * sizeof(iovec))
-                    if iov == NULL:
-                        raise MemoryError()
-                for i in range(self._count):
-                    b = &self._batches[i]
-                    iov[2 * i].iov_base = self._headers + i * RECORD_BATCH_OVERHEAD
-                    iov[2 * i].iov_len = RECORD_BATCH_OVERHEAD
-                    iov[2 * i + 1].iov_base = <uint8_t *>source.buf + b.position + RECORD_BATCH_OVERHEAD
-                    iov[2 * i + 1].iov_len = b.size - RECORD_BATCH_OVERHEAD
+            count = self._layout(<const uint8_t *>source.buf, source.len, &iov, few)
             if source.len >= _NOGIL_BYTES:
                 with nogil:
                     err = pwritev_full(fd, iov, count, position)
