@@ -4,7 +4,7 @@ Offsets: ``log_start_offset <= high_watermark <= log_end_offset``; ``recovery_po
 everything is fsynced; the last stable offset (LSO) is the first offset of the earliest open transaction, bounded by
 the high watermark.
 
-Locks: one writer per log. ``Log._lock`` (re-entrant) serialises every mutation: append, roll, flush bookkeeping,
+Locks: one writer per log. ``Log._lock`` (a re-entrant :class:`~segments._native.append.WriterLock`) serialises every mutation: append, roll, flush bookkeeping,
 truncation, retention, log-start-offset changes, close. Readers (:meth:`Log.read`, :meth:`Log.offset_for_timestamp`)
 take no log lock: they look segments up through :class:`~logmgr.log_segments.LogSegments` (its own short lock),
 snapshot the end offsets (plain ints), and hold the segment they read through :class:`SegmentReaders`, so a
@@ -19,7 +19,6 @@ import functools
 import logging
 import os
 import random
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ from segments._native.append import (
     AppendScan,
     LogAppendInfo,
     LogAppendState,
+    WriterLock,
     append_to_log,
 )
 from segments._native.fetch import FetchData
@@ -227,6 +227,9 @@ class LogDirState:
         return first
 
 
+_CLIENT = AppendOrigin.CLIENT  # read on every append: a module global, not an enum class attribute lookup
+
+
 def _synchronous(func: Callable[[], None]) -> None:
     func()
 
@@ -261,7 +264,7 @@ class Log(LogAppendState):
 
     config: LogConfig
     _facts: AppendFacts | None
-    _lock: threading.RLock
+    _lock: WriterLock
     dir_state: LogDirState
     _closed: bool
     _offline_error: OSError | None
@@ -317,7 +320,7 @@ class Log(LogAppendState):
         self.deleter = deleter or SegmentDeleter(self.clock, self.readers)
         self._run_async = run_async
         self.recovery = recovery or RecoveryStats()
-        self._lock = threading.RLock()
+        self._lock = WriterLock()
         # Odd while a truncation rewrites the tail under the lock; lock-free reads compare it (see read()).
         self._truncation_sequence = 0
         self._log_start_offset = log_start_offset
@@ -493,14 +496,14 @@ class Log(LogAppendState):
         """Append whole magic-2 batches, assigning offsets from the log end offset and stamping the leader epoch
         (and the append time for LogAppendTime topics). Idempotent producers' duplicates are not written again:
         the original offsets are returned with ``duplicate=True``. O(size)."""
-        return self._append(records, True, leader_epoch, origin)
+        return append_to_log(self, records, True, leader_epoch, origin, origin is _CLIENT)
 
     def append_as_follower(self, records: bytes) -> LogAppendInfo:
         """Append batches with their offsets as given (replication, restore, an intra-broker move): strictly
         increasing and starting at or above the log end offset. Magic 0/1 entries are taken as they are, bytes
         unchanged (Kafka's ``appendAsFollower``), once decoded whole: CRC-32, message, a wrapper's inner set.
         O(size)."""
-        return self._append(records, False, NO_PARTITION_LEADER_EPOCH, AppendOrigin.REPLICATION)
+        return append_to_log(self, records, False, NO_PARTITION_LEADER_EPOCH, AppendOrigin.REPLICATION, False)
 
     def _validate(self, records: bytes, scan: AppendScan, max_message_bytes: int) -> None:
         """Kafka's checks of every batch before an append, in its order (batch by batch: the file rule, magic 2
@@ -621,18 +624,6 @@ class Log(LogAppendState):
                     f"(batch {number} of the append, record {errors[0][0]}: {errors[0][1]})",
                     errors,
                 )
-
-    def _append(self, records: bytes, leader: bool, leader_epoch: int, origin: AppendOrigin) -> LogAppendInfo:
-        """The append sequence (compiled: :func:`segments._native.append.append_to_log`, which calls the methods
-        below for its rare branches), an I/O error taking the dir offline (``_io_guarded("append")``, written out:
-        one call layer fewer on every append). O(size)."""
-        try:
-            appended: LogAppendInfo = append_to_log(
-                self, records, leader, leader_epoch, origin, origin is AppendOrigin.CLIENT
-            )
-        except OSError as err:
-            raise self._io_failure("append", err) from err
-        return appended
 
     def _append_facts(self) -> AppendFacts:
         """What every append derives from the current config (:class:`AppendFacts`), derived again only after

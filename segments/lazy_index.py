@@ -22,6 +22,9 @@ IndexT = TypeVar("IndexT", bound=AbstractIndex[Any])
 class LazyIndex(Generic[IndexT]):
     """An offset or time index that is opened by ``opener(path)`` the first time it is needed."""
 
+    # Slots: the compiled append reads ``_index`` twice an append (a slot read is a third of a dict's).
+    __slots__ = ("_index", "_lock", "_opener", "_path", "_resize_to")
+
     def __init__(self, path: Path, opener: Callable[[Path], IndexT]) -> None:
         self._path = path
         self._opener = opener

@@ -20,7 +20,17 @@ batch by batch). :meth:`AppendScan.assign_offsets` then runs under the log lock.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Malloc
+from cpython.exc cimport PyErr_CheckSignals
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.pythread cimport (
+    PY_LOCK_ACQUIRED,
+    PY_LOCK_INTR,
+    PyLockStatus,
+    PyThread_allocate_lock,
+    PyThread_free_lock,
+    PyThread_release_lock,
+    PyThread_type_lock,
+)
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, strerror
@@ -63,6 +73,12 @@ from segments._native.wire cimport (
 )
 
 from segments.errors import CorruptRecordError, RecordTooLargeError
+
+from time import monotonic
+
+cdef extern from "pythread.h":
+    PyLockStatus PyThread_acquire_lock_timed(PyThread_type_lock lock, long long microseconds, int intr_flag) nogil
+    unsigned long PyThread_get_thread_ident()
 
 logmgr_crc32c_init()
 
@@ -652,6 +668,11 @@ def scan_append(records, long long max_message_bytes, bint leader, bint client):
     rules: no control batch, no producer id with a negative base sequence; then, for uncompressed batches, the
     framing of exactly that many records (lengths only; a record above ``max(max_message_bytes, 64 MiB)`` is too
     large). Stops at the first flaw. O(size), the GIL released for appends of 4 KiB and more."""
+    return _scan(records, max_message_bytes, leader, client)
+
+
+cdef AppendScan _scan(records, long long max_message_bytes, bint leader, bint client):
+    """:func:`scan_append`, called from C (the append's own call, without a Python call's argument parsing)."""
     # A buffer view, not a typed memoryview: its set-up costs a tenth (every append passes here). Released when
     # the scan is built: the walk's failure reports read the bytes.
     cdef Py_buffer view
@@ -1109,6 +1130,121 @@ cdef LogAppendInfo _appended(int64_t first_offset, int64_t last_offset, int64_t 
     return info
 
 
+cdef class WriterLock:
+    """The writer lock of a partition log (``Log._lock``), with ``threading.RLock``'s contract: re-entrant (its
+    owner may take it again, and releases it as often), ``acquire(blocking=True, timeout=-1)``, ``release()`` (by
+    the owner only: else ``RuntimeError``), a context manager. In C so that the compiled append takes and releases
+    it without a method call (an ``RLock`` cost two method calls and a clock read an append).
+
+    Its state (owner, depth, the threads queued for it) is read and written under the GIL only, so taking a free
+    lock and releasing an uncontended one are a few field writes. A thread that finds it held queues and waits,
+    without the GIL, on a binary semaphore (``_handoff``, taken at creation) that a release posts only while
+    threads are queued: the lock passes to one of them (it stays unowned until that thread runs, and newcomers
+    queue behind it), so the semaphore is posted at most once before it is taken. A wait is interrupted by a
+    signal whose handler raises, as threading's locks are. O(1) uncontended."""
+
+    cdef PyThread_type_lock _handoff
+    cdef unsigned long _owner  # the owning thread's ident, read only while _depth > 0
+    cdef Py_ssize_t _depth
+    cdef readonly Py_ssize_t queued  # threads waiting for a handoff (or about to wait)
+
+    def __cinit__(self):
+        self._handoff = PyThread_allocate_lock()
+        if self._handoff == NULL:
+            raise MemoryError()
+        PyThread_acquire_lock_timed(self._handoff, 0, 0)
+
+    def __dealloc__(self):
+        if self._handoff != NULL:
+            PyThread_free_lock(self._handoff)
+
+    def acquire(self, bint blocking=True, double timeout=-1):
+        """Take the lock (again, by its owner); False when ``blocking`` is false or ``timeout`` seconds passed
+        and another thread still holds it. O(1) uncontended."""
+        if not blocking and timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        if timeout < 0 and timeout != -1:
+            raise ValueError("timeout value must be a non-negative number")
+        if timeout > 1e12:
+            raise OverflowError("timeout value is too large")
+        return self._take(-1 if timeout == -1 else <long long>(timeout * 1e6)) if blocking else self._take(0)
+
+    def release(self):
+        """Release one level of the owner's hold; the lock is free once released as often as taken. O(1)."""
+        self._release()
+
+    def __enter__(self):
+        return self._take(-1)
+
+    def __exit__(self, kind, error, trace):
+        self._release()
+
+    def _is_owned(self):
+        """Whether the calling thread holds the lock (``threading.Condition`` asks). O(1)."""
+        return self._depth > 0 and self._owner == PyThread_get_thread_ident()
+
+    def __repr__(self):
+        held = f"held {self._depth} deep" if self._depth else "free"
+        return f"<WriterLock {held}, {self.queued} queued>"
+
+    cdef bint _take(self, long long timeout_us) except -1:
+        """Take the lock, waiting up to ``timeout_us`` microseconds (-1: no limit). Returns whether it is held."""
+        cdef unsigned long me = PyThread_get_thread_ident()
+        if self._depth:
+            if self._owner == me:
+                self._depth += 1
+                return True
+        elif not self.queued:
+            self._owner = me
+            self._depth = 1
+            return True
+        if timeout_us == 0:
+            return False
+        self.queued += 1
+        if not self._wait(timeout_us):
+            return False
+        self._owner = me
+        self._depth = 1
+        return True
+
+    cdef bint _wait(self, long long timeout_us) except -1:
+        """The queued thread's wait for a handoff, up to ``timeout_us`` (-1: no limit), leaving the queue either
+        way; a signal handler that raises ends it (a handoff made meanwhile passes on)."""
+        cdef PyLockStatus status
+        deadline = None if timeout_us < 0 else monotonic() + timeout_us / 1e6
+        while True:
+            with nogil:
+                status = PyThread_acquire_lock_timed(self._handoff, timeout_us, 1)
+            if status == PY_LOCK_ACQUIRED:
+                self.queued -= 1
+                return True
+            if status == PY_LOCK_INTR:
+                try:
+                    PyErr_CheckSignals()
+                except BaseException:
+                    self.queued -= 1
+                    if PyThread_acquire_lock_timed(self._handoff, 0, 0) == PY_LOCK_ACQUIRED and self.queued:
+                        PyThread_release_lock(self._handoff)
+                    raise
+                if deadline is None:
+                    continue
+                timeout_us = max(0, <long long>((deadline - monotonic()) * 1e6))
+                if timeout_us > 0:
+                    continue
+            # Timed out. Under the GIL no release can come between this check and leaving the queue: a handoff
+            # posted before it is taken here.
+            self.queued -= 1
+            return PyThread_acquire_lock_timed(self._handoff, 0, 0) == PY_LOCK_ACQUIRED
+
+    cdef int _release(self) except -1:
+        if self._depth == 0 or self._owner != PyThread_get_thread_ident():
+            raise RuntimeError("cannot release un-acquired lock")
+        self._depth -= 1
+        if self._depth == 0 and self.queued:
+            PyThread_release_lock(self._handoff)
+        return 0
+
+
 cdef class LogAppendState:
     """The state of a partition log that every append reads (``logmgr.log.Log`` derives from this class), in C
     fields that the Python class and :func:`append_to_log` share: the config and what appends derive from it
@@ -1168,9 +1304,20 @@ def append_to_log(LogAppendState log, records, bint leader, int leader_epoch, or
     end (follower), the producer state checked, the roll check, the write (``LogSegment.append_scan``), the
     leader epoch cache, producers updated and transactions ended, the log end published, the key index told, a
     due flush (``flush.messages``) started; after the lock, the group commit's wait. Returns the
-    ``LogAppendInfo``. O(size)."""
+    ``LogAppendInfo``. An ``OSError`` that no step names more precisely takes the dir offline as the append's
+    (``log._io_failure("append", ...)``: Kafka's ``maybeHandleIOException``). O(size)."""
+    try:
+        return _append_to_log(log, records, leader, leader_epoch, origin, client)
+    except OSError as err:
+        raise log._io_failure("append", err) from err
+
+
+cdef LogAppendInfo _append_to_log(LogAppendState log, records, bint leader, int leader_epoch, origin, bint client):
     cdef AppendScan scan
     cdef tuple facts
+    cdef bint durable_wait = False
+    cdef bint writer_lock
+    cdef LogAppendInfo appended
     known = log._facts
     if known is None or (<tuple>known)[0] is not log.config:
         known = log._append_facts()
@@ -1179,27 +1326,39 @@ def append_to_log(LogAppendState log, records, bint leader, int leader_epoch, or
     roll_ms = facts[2]
     stamp_append_time = facts[3]
     cdef long long max_message_bytes = facts[5]
-    scan = scan_append(records, max_message_bytes, leader, client)
+    scan = _scan(records, max_message_bytes, leader, client)
     if scan.failure != _OK or scan.compressed_batches or scan.legacy_batches:
         log._validate(records, scan, max_message_bytes)
     if leader and facts[4]:
         log._refuse_null_keys(records, scan)
+    # The log's WriterLock, taken in C; any other lock object (tests put a contention-observing one in its place)
+    # by its methods.
     lock = log._lock
-    lock.acquire()
+    writer_lock = type(lock) is WriterLock
+    if writer_lock:
+        (<WriterLock>lock)._take(-1)
+    else:
+        lock.acquire()
     try:
-        appended, committer = _append_locked(log, records, scan, leader, leader_epoch, origin, bounded, roll_ms,
-                                             stamp_append_time, facts[6], facts[7])
+        appended = _append_locked(log, records, scan, leader, leader_epoch, origin, bounded, roll_ms,
+                                  stamp_append_time, facts[6], facts[7], &durable_wait)
+        committer = log.group_commit if durable_wait else None
     finally:
-        lock.release()
+        if writer_lock:
+            (<WriterLock>lock)._release()
+        else:
+            lock.release()
     if committer is not None:
         # Outside the writer lock: the flusher takes it, and other appenders queue behind the same fsync.
         committer.wait_durable(log, appended.last_offset + 1)
     return appended
 
 
-cdef tuple _append_locked(LogAppendState log, records, AppendScan scan, bint leader, int leader_epoch, origin, bounded, roll_ms,
-                          stamp_append_time, long long segment_bytes, long long flush_messages):
-    """:func:`append_to_log` under the writer lock: (the result, the group commit to wait on or None)."""
+cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, bint leader, int leader_epoch,
+                                  origin, bounded, roll_ms, stamp_append_time, long long segment_bytes,
+                                  long long flush_messages, bint *durable_wait):
+    """:func:`append_to_log` under the writer lock: the result; ``durable_wait[0]`` set when the append must wait
+    for the log's group commit (``flush.messages`` reached)."""
     cdef long long first_offset, last_offset, max_timestamp, offset_of_max_timestamp, log_end, position
     cdef Py_ssize_t incoming = len(records)
     cdef SegmentAppendState segment
@@ -1236,7 +1395,7 @@ cdef tuple _append_locked(LogAppendState log, records, AppendScan scan, bint lea
         producers = log._prepare_producers(records, scan, now if leader and stamp_append_time is not None else None,
                                            origin, leader)
         if type(producers) is not tuple:
-            return producers, None  # a retried idempotent batch: its first append's offsets
+            return producers  # a retried idempotent batch: its first append's offsets
     max_timestamp = scan.max_timestamp
     offset_of_max_timestamp = scan.offset_of_max_timestamp
     # The roll check (Kafka's maybeRoll); an I/O error in it takes the dir offline as the append's own would.
@@ -1272,14 +1431,13 @@ cdef tuple _append_locked(LogAppendState log, records, AppendScan scan, bint lea
     log_end = last_offset + 1
     log._end = (log_end, segment.base_offset, position + incoming)
     log.producer_state.update_map_end_offset(log_end)
-    committer = None
     key_index = log.key_index
     if key_index is not None:
         key_index.notify()
     if log_end - log._recovery_point >= flush_messages:
-        committer = log.group_commit
-        if committer is None:
+        if log.group_commit is None:
             log.flush(log_end)
-    appended = _appended(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, segment.base_offset,
-                         position, incoming, scan._count, scan.records)
-    return appended, committer
+        else:
+            durable_wait[0] = True
+    return _appended(first_offset, last_offset, max_timestamp, offset_of_max_timestamp, segment.base_offset,
+                     position, incoming, scan._count, scan.records)
