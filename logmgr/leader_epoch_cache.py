@@ -16,6 +16,7 @@ from checkpoints.leader_epoch_checkpoint import (
     EpochEntry,
     LeaderEpochCheckpointFile,
 )
+from segments._native.append import EpochCacheState
 from segments.errors import CorruptCheckpointError
 
 
@@ -49,15 +50,20 @@ def epochs_as_loaded(stored: list[EpochEntry], path: Path | str | None = None) -
     return held
 
 
-class LeaderEpochCache:
-    """Ordered ``(epoch, start_offset)`` entries, both strictly increasing."""
+class LeaderEpochCache(EpochCacheState):
+    """Ordered ``(epoch, start_offset)`` entries, both strictly increasing. :meth:`assign` (asked by every append)
+    and the state are compiled (:class:`~segments._native.append.EpochCacheState`)."""
+
+    _entries: list[EpochEntry]
+    _lock: threading.Lock
+    _file: LeaderEpochCheckpointFile
 
     def __init__(self, partition_dir: Path) -> None:
         # A string join: a Path join and its conversion back cost more than the read of a small checkpoint.
         self._file = LeaderEpochCheckpointFile(os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT_FILE))
         self._lock = threading.Lock()
         # Nothing is rewritten on load.
-        self._entries: list[EpochEntry] = epochs_as_loaded(self._file.read(), self._file.path)
+        self._entries = epochs_as_loaded(self._file.read(), self._file.path)
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -70,16 +76,9 @@ class LeaderEpochCache:
         with self._lock:
             return self._entries[-1].epoch if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset`` when it is newer than the latest epoch; persist.
-        Returns whether an entry was added. O(n) for the rewrite."""
-        if epoch < 0:
-            return False
-        entries = self._entries
-        if entries and epoch <= entries[-1].epoch:
-            # Every append asks: the common refusal needs no lock. Only a truncation from the end can lift it, and
-            # truncations and appends are serialised by the log's writer lock.
-            return False
+    def _add_entry(self, epoch: int, start_offset: int) -> bool:
+        """:meth:`assign`'s addition of an epoch newer than the latest (the compiled ``assign`` checked that
+        without the lock): checked again under the lock, with the start offset, then persisted. O(n)."""
         with self._lock:
             if self._entries and (epoch <= self._entries[-1].epoch or start_offset < self._entries[-1].start_offset):
                 return False

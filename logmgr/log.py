@@ -732,7 +732,7 @@ class Log(LogAppendState):
                 segment = self._new_segment(new_offset)
                 self.segments.add(segment)
                 self._publish_end(self._log_end_offset)
-                self.producer_state.update_map_end_offset(new_offset)
+                self.producer_state.map_end_offset = new_offset
                 self.producer_state.take_snapshot(sync=False)
             except OSError as err:
                 raise self._io_failure(f"roll to offset {new_offset}", err) from err
@@ -1232,7 +1232,7 @@ class Log(LogAppendState):
             # No snapshot into an offline dir: Kafka writes nothing more there.
             if not self.is_offline:
                 try:
-                    self.producer_state.update_map_end_offset(self._log_end_offset)
+                    self.producer_state.map_end_offset = self._log_end_offset
                     if self.producer_state.latest_snapshot_offset() != self._log_end_offset:
                         self.producer_state.take_snapshot(sync=True)
                 except OSError as err:

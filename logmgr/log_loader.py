@@ -756,7 +756,7 @@ def rebuild_state_to(
     segments and at ``offset`` so later recoveries and truncations start close by. O(bytes replayed)."""
     producer_state.truncate_and_reload(log_start_offset, offset, set_aside=True)
     _replay(segments, producer_state, offset, log_start_offset, take_snapshot)
-    producer_state.update_map_end_offset(offset)
+    producer_state.map_end_offset = offset
     take_snapshot(producer_state)
 
 
@@ -774,12 +774,12 @@ def rebuild_producer_state(
     segments = log.segments
     if state.latest_snapshot_offset() is None and reload_from_clean_shutdown:
         for offset in sorted(_offsets_to_snapshot(segments, last_offset)):
-            state.update_map_end_offset(offset)
+            state.map_end_offset = offset
             take_snapshot(state)
         return
     state.truncate_and_reload(log.log_start_offset, last_offset)
     _replay(segments, state, last_offset, log.log_start_offset, take_snapshot)
-    state.update_map_end_offset(last_offset)
+    state.map_end_offset = last_offset
     take_snapshot(state)
 
 
@@ -799,7 +799,7 @@ def _replay(
     start = segments.floor_segment(state.map_end_offset)
     for segment in segments.values(start.base_offset if start is not None else None, last_offset):
         from_offset = max(segment.base_offset, state.map_end_offset, log_start_offset)
-        state.update_map_end_offset(from_offset)
+        state.map_end_offset = from_offset
         if segment.base_offset in snapshot_at:
             take_snapshot(state)
         begin = segment.translate_offset(from_offset)

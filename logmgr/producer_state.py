@@ -9,7 +9,7 @@ state in ``<20-digit map end offset>.snapshot`` files through :mod:`checkpoints.
 An append follows Kafka's protocol: ``info = manager.prepare_update(pid, origin)``;
 ``ended = info.append(batch, base_offset, append_time)`` for each batch of that producer; ``manager.update(info)``; for an ended transaction compute
 ``manager.last_stable_offset(ended)``, write the aborted transaction to the ``.txnindex``, then
-``manager.complete_txn(ended)``; finally ``manager.update_map_end_offset(last_offset + 1)``.
+``manager.complete_txn(ended)``; finally ``manager.map_end_offset = last_offset + 1``.
 :meth:`ProducerStateManager.on_batch` does all of this for one batch.
 
 Not thread-safe: the owning log serializes every call, as Kafka's log lock does.
@@ -589,7 +589,9 @@ class ProducerStateManager:
         )
         # Snapshots a recovery set aside (see truncate_and_reload): not used, deleted unless written again.
         self._set_aside: dict[int, str] = {}
-        self._map_end_offset = 0
+        self.map_end_offset = 0
+        """The state covers every offset below this one: the log sets it after each append (Kafka's
+        ``updateMapEndOffset``; an attribute, as the compiled append stores it on every append)."""
         self._last_snap_offset = 0
 
     # -- queries ------------------------------------------------------------------------------------------------
@@ -598,11 +600,6 @@ class ProducerStateManager:
     def partition_dir(self) -> Path:
         """The directory holding the snapshots. O(1)."""
         return self._dir
-
-    @property
-    def map_end_offset(self) -> int:
-        """The state covers every offset below this one. O(1)."""
-        return self._map_end_offset
 
     @property
     def active_producers(self) -> Mapping[int, ProducerStateEntry]:
@@ -666,10 +663,6 @@ class ProducerStateManager:
         for txn in append_info.started_transactions:
             self._ongoing[txn.first_offset] = txn
 
-    def update_map_end_offset(self, offset: int) -> None:
-        """Record that the state now covers every offset below ``offset``. O(1)."""
-        self._map_end_offset = offset
-
     def complete_txn(self, txn: EndedTxn) -> CompletedTxn:
         """Mark ``txn`` complete (it stays unstable until the high watermark passes its marker) and return it
         with its last stable offset. O(k).
@@ -702,7 +695,7 @@ class ProducerStateManager:
             self.update(info)
             if ended is not None:
                 completed = self.complete_txn(ended)
-        self.update_map_end_offset(batch.last_offset + 1)
+        self.map_end_offset = batch.last_offset + 1
         return completed
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
@@ -712,7 +705,7 @@ class ProducerStateManager:
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
         """Forget completed transactions below the new log start and move the map end offset up to it. O(k + s)."""
         self._remove_unreplicated_below(log_start_offset)
-        self._map_end_offset = max(self._map_end_offset, log_start_offset)
+        self.map_end_offset = max(self.map_end_offset, log_start_offset)
         latest = self.latest_snapshot_offset()
         self._last_snap_offset = log_start_offset if latest is None else latest
 
@@ -767,7 +760,7 @@ class ProducerStateManager:
                     self._set_aside[offset] = self._snapshots.pop(offset)
                 else:
                     self._remove_and_delete_snapshot(offset)
-        if log_end_offset == self._map_end_offset:
+        if log_end_offset == self.map_end_offset:
             self.on_log_start_offset_incremented(log_start_offset)
             return
         self._producers.clear()
@@ -790,10 +783,10 @@ class ProducerStateManager:
             for entry in sorted(entries, key=lambda e: e.producer_id):
                 if not self._is_expired(entry, now_ms):
                     self._load_entry(entry)
-            self._last_snap_offset = self._map_end_offset = offset
+            self._last_snap_offset = self.map_end_offset = offset
             _log.info("loaded producer state from %s: %d producers", path, len(self._producers))
             return
-        self._last_snap_offset = self._map_end_offset = log_start_offset
+        self._last_snap_offset = self.map_end_offset = log_start_offset
 
     def _load_entry(self, entry: ProducerStateEntry) -> None:
         self._producers[entry.producer_id] = entry
@@ -810,7 +803,7 @@ class ProducerStateManager:
         for snapshot_offset in list(self._snapshots):
             self._remove_and_delete_snapshot(snapshot_offset)
         self._last_snap_offset = 0
-        self._map_end_offset = offset
+        self.map_end_offset = offset
 
     # -- snapshots ----------------------------------------------------------------------------------------------
 
@@ -827,7 +820,7 @@ class ProducerStateManager:
         :meth:`truncate_and_reload`) that holds the same bytes is kept (its name returned: it is the snapshot now,
         as durable as the old one was). O(n log n) for n producers (entries are written by producer id).
         """
-        offset = self._map_end_offset
+        offset = self.map_end_offset
         if offset <= self._last_snap_offset:
             return None
         name = filename_prefix_from_offset(offset) + SNAPSHOT_SUFFIX
@@ -851,7 +844,7 @@ class ProducerStateManager:
     def is_snapshot_at_map_end(self, offset: int) -> bool:
         """Whether the map ends at ``offset`` and the last snapshot written or loaded is at that offset (a
         :meth:`write_snapshot` now would write nothing). O(1)."""
-        return self._map_end_offset == offset == self._last_snap_offset
+        return self.map_end_offset == offset == self._last_snap_offset
 
     def snapshot_offsets(self) -> list[int]:
         """Offsets of the snapshots this manager knows, ascending. O(s log s)."""
@@ -945,7 +938,7 @@ class ProducerStateManager:
     # -- invariants ---------------------------------------------------------------------------------------------
 
     def _check(self) -> None:
-        assert self._map_end_offset >= 0, self._map_end_offset
+        assert self.map_end_offset >= 0, self.map_end_offset
         for producer_id, entry in self._producers.items():
             assert producer_id == entry.producer_id >= 0, (producer_id, entry)
             entry._check()
@@ -965,7 +958,7 @@ class ProducerStateManager:
     def __repr__(self) -> str:
         return (
             f"ProducerStateManager({str(self._dir)!r}, producers={len(self._producers)}, "
-            f"map_end_offset={self._map_end_offset}, snapshots={self.snapshot_offsets()})"
+            f"map_end_offset={self.map_end_offset}, snapshots={self.snapshot_offsets()})"
         )
 
 

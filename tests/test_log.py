@@ -1353,7 +1353,7 @@ def test_retention_snapshot_waits_for_a_mutation_in_progress(pdir: Path, clock: 
     """Regression (Log.snapshot(), which the manager's cleanup jobs call from their own thread, did not take the log
     lock): it could stat a segment file that a truncation was renaming and fail with FileNotFoundError."""
     log = _three_segment_log(pdir, clock)
-    log._lock = lock = ContendedLock(log._lock)
+    log._lock = lock = ContendedLock(log._lock)  # type: ignore[assignment]
     taken, release = threading.Event(), threading.Event()
     results: list[int] = []
 
@@ -1878,7 +1878,7 @@ def test_producer_expiration_runs_under_the_log_lock(
     changed under the iterator) or is waiting for the log lock (the fix)."""
     log = open_log(pdir, clock)
     log.append_as_leader(batch(b"x", pid=1, epoch=0, seq=0))
-    log._lock = lock = ContendedLock(log._lock)
+    log._lock = lock = ContendedLock(log._lock)  # type: ignore[assignment]
     iterating, appended = threading.Event(), threading.Event()
     is_expired = log.producer_state._is_expired
 

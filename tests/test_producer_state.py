@@ -313,11 +313,11 @@ def test_manual_protocol_and_complete_txn_errors(manager: ProducerStateManager) 
     assert [t.first_offset for t in info.started_transactions] == [0]
     assert manager.is_empty()  # nothing is applied before update()
     manager.update(info)
-    manager.update_map_end_offset(2)
+    manager.map_end_offset = 2
     other = manager.prepare_update(2, CLIENT)
     other.append(data(2, 2, 0, 0, txn=True), 2, None)
     manager.update(other)
-    manager.update_map_end_offset(3)
+    manager.map_end_offset = 3
     info = manager.prepare_update(1, COORDINATOR)
     ended = info.append(marker(3, 1, 0, abort=True), 3, None)
     assert ended == EndedTxn(1, 0, 3, True)
@@ -545,7 +545,7 @@ def test_expiry_boundary_and_open_transactions(tmp_path: Path) -> None:
 
 def _snapshots_at(manager: ProducerStateManager, offsets: list[int]) -> None:
     for offset in offsets:
-        manager.update_map_end_offset(offset)
+        manager.map_end_offset = offset
         manager.take_snapshot(sync=False)
 
 

@@ -81,6 +81,12 @@ class LogAppendInfo:
         duplicate: bool = False,
     ) -> None: ...
 
+class EpochCacheState:
+    _entries: Any
+    _lock: Any
+    _file: Any
+    def assign(self, epoch: int, start_offset: int) -> bool: ...
+
 class WriterLock:
     @property
     def queued(self) -> int: ...

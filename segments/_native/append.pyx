@@ -1130,6 +1130,35 @@ cdef LogAppendInfo _appended(int64_t first_offset, int64_t last_offset, int64_t 
     return info
 
 
+cdef class EpochCacheState:
+    """The state of a partition's leader epoch cache (``logmgr.leader_epoch_cache.LeaderEpochCache`` derives from
+    this class), in C fields the Python class shares (``_entries``: the ``EpochEntry`` list, oldest first;
+    ``_lock``; ``_file``), and its :meth:`assign`, which every append asks: compiled, the common answer
+    (not newer) costs no interpreter frame."""
+
+    cdef public object _entries
+    cdef public object _lock
+    cdef public object _file
+
+    def assign(self, int64_t epoch, int64_t start_offset):
+        """Record that ``epoch`` starts at ``start_offset`` when it is newer than the latest epoch; persist
+        (``_add_entry``). Returns whether an entry was added. O(1) when it is not newer, O(n) for the rewrite."""
+        return self._assign(epoch, start_offset)
+
+    cdef bint _assign(self, int64_t epoch, int64_t start_offset) except -1:
+        cdef list entries = self._entries
+        cdef Py_ssize_t count = len(entries)
+        # (No negative index: this module is compiled without wraparound.)
+        if epoch < 0 or (count and epoch <= <int64_t>entries[count - 1].epoch):
+            # The common refusal needs no lock: only a truncation from the end can lift it, and truncations and
+            # appends are serialised by the log's writer lock.
+            return False
+        return self._add_entry(epoch, start_offset)
+
+
+_expose_as_members(EpochCacheState, ("_entries", "_lock", "_file"))
+
+
 cdef class WriterLock:
     """The writer lock of a partition log (``Log._lock``), with ``threading.RLock``'s contract: re-entrant (its
     owner may take it again, and releases it as often), ``acquire(blocking=True, timeout=-1)``, ``release()`` (by
@@ -1421,16 +1450,15 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
         raise log._io_failure(f"append of {incoming} bytes at offset {first_offset}", err) from err
     if leader:
         # Every batch was stamped with leader_epoch: the first one is the only one the cache can take.
-        if leader_epoch >= 0:
-            log.leader_epochs.assign(leader_epoch, first_offset)
+        (<EpochCacheState>log.leader_epochs)._assign(leader_epoch, first_offset)
     else:
         for epoch, start_offset in scan.epoch_starts():
-            log.leader_epochs.assign(epoch, start_offset)
+            (<EpochCacheState>log.leader_epochs)._assign(epoch, start_offset)
     if producers is not None:
         log._apply_producers(producers[0], producers[1], segment, last_offset)
     log_end = last_offset + 1
     log._end = (log_end, segment.base_offset, position + incoming)
-    log.producer_state.update_map_end_offset(log_end)
+    log.producer_state.map_end_offset = log_end
     key_index = log.key_index
     if key_index is not None:
         key_index.notify()

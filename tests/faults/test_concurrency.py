@@ -302,8 +302,8 @@ def test_cleanup_during_an_append_sees_a_consistent_log(tmp_path: Path, monkeypa
     try:
         log = manager.get_or_create_log("t", 0)
         epochs = log.leader_epochs
-        real_assign = epochs.assign
-        log._lock = lock = ContendedLock(log._lock)
+        real_add_entry = epochs._add_entry
+        log._lock = lock = ContendedLock(log._lock)  # type: ignore[assignment]
         outcome: list[str] = []
         cleaners: list[threading.Thread] = []
 
@@ -318,17 +318,17 @@ def test_cleanup_during_an_append_sees_a_consistent_log(tmp_path: Path, monkeypa
                 outcome.append(f"{type(err).__name__}: {err}")
 
         def append_then_clean(epoch: int, start_offset: int) -> bool:
-            # The append tells the epoch cache right after its write: the writer holds the log lock, the bytes are
-            # in the segment, the log end offset has not moved yet. A correct cleanup waits for the lock (the
-            # append then finishes); a broken one ends on what it saw.
-            assigned = real_assign(epoch, start_offset)
+            # The append tells the epoch cache right after its write (the first append of an epoch adds it): the
+            # writer holds the log lock, the bytes are in the segment, the log end offset has not moved yet. A
+            # correct cleanup waits for the lock (the append then finishes); a broken one ends on what it saw.
+            assigned = real_add_entry(epoch, start_offset)
             cleaner = threading.Thread(target=cleanup)
             cleaner.start()
             wait_until(lambda: lock.contended.is_set() or not cleaner.is_alive(), "cleanup to wait or end")
             cleaners.append(cleaner)
             return assigned
 
-        monkeypatch.setattr(epochs, "assign", append_then_clean)
+        monkeypatch.setattr(epochs, "_add_entry", append_then_clean)
         log.append_records(records_for(0, 3))
         for cleaner in cleaners:
             cleaner.join(FAILURE_DEADLINE_S)
@@ -368,18 +368,18 @@ def test_read_never_serves_an_append_in_progress(tmp_path: Path, monkeypatch: py
         log = manager.get_or_create_log("t", 0)
         log.append_records(records_for(0, 1))
         epochs = log.leader_epochs
-        real_assign = epochs.assign
+        real_add_entry = epochs._add_entry
         seen: list[tuple[list[int], int]] = []
 
         def append_then_read(epoch: int, start_offset: int) -> bool:
-            assigned = real_assign(epoch, start_offset)
+            assigned = real_add_entry(epoch, start_offset)
             # Readers take no log lock: one may run right after the writer's pwritev (the append tells the epoch
-            # cache next), before the log end moves.
+            # cache next, which adds a new epoch), before the log end moves.
             seen.append((_served_offsets(log, 0), log.log_end_offset))
             return assigned
 
-        monkeypatch.setattr(epochs, "assign", append_then_read)
-        log.append_records(records_for(1, 2))
+        monkeypatch.setattr(epochs, "_add_entry", append_then_read)
+        log.append_records(records_for(1, 2), leader_epoch=1)
         [(served, log_end)] = seen
         assert served == list(range(log_end)), f"served {served} with the log end at {log_end}"
     finally:
