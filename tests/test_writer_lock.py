@@ -7,17 +7,12 @@ import os
 import random
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from segments._native.append import WriterLock
-
-
-def _until(condition: Callable[[], bool]) -> None:
-    """Yield the processor until ``condition`` holds (a thread reaching a wait has no event to set)."""
-    while not condition():
-        os.sched_yield()
+from tests.conftest import FAILURE_DEADLINE_S, wait_until
 
 
 class _Holder:
@@ -90,7 +85,7 @@ def test_a_release_hands_the_lock_to_a_queued_thread(held: tuple[WriterLock, _Ho
 
     waiter = threading.Thread(target=wait_for_it)
     waiter.start()
-    _until(lambda: lock.queued == 1)
+    wait_until(lambda: lock.queued == 1, "the waiter to queue")
     assert lock.acquire(False) is False  # the waiter is first
     holder.finish()
     waiter.join()
@@ -117,14 +112,14 @@ def test_a_signal_whose_handler_raises_ends_the_wait(held: tuple[WriterLock, _Ho
 
     def interrupt_twice() -> None:
         for handled in (0, 1):
-            _until(lambda: lock.queued == 1 and len(calls) == handled)  # noqa: B023 (called at once)
+            wait_until(lambda: lock.queued == 1 and len(calls) == handled, "the main thread to wait")  # noqa: B023
             signal.pthread_kill(main, signal.SIGUSR1)
 
     sender = threading.Thread(target=interrupt_twice)
     sender.start()
     try:
         with pytest.raises(_Interrupted):
-            lock.acquire()  # the first handler returns: the wait goes on; the second raises
+            lock.acquire(timeout=FAILURE_DEADLINE_S)  # the first handler returns: the wait goes on; the second raises
     finally:
         sender.join()
         signal.signal(signal.SIGUSR1, previous)
