@@ -14,23 +14,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from segments._native.append import LazyIndexState
 from segments.abstract_index import AbstractIndex
 
 IndexT = TypeVar("IndexT", bound=AbstractIndex[Any])
 
 
-class LazyIndex(Generic[IndexT]):
-    """An offset or time index that is opened by ``opener(path)`` the first time it is needed."""
+class LazyIndex(LazyIndexState, Generic[IndexT]):
+    """An offset or time index that is opened by ``opener(path)`` the first time it is needed. Its state is kept in
+    C fields (:class:`~segments._native.append.LazyIndexState`), which the compiled append reads."""
 
-    # Slots: the compiled append reads ``_index`` twice an append (a slot read is a third of a dict's).
-    __slots__ = ("_index", "_lock", "_opener", "_path", "_resize_to")
+    _index: IndexT | None
+    _path: Path
+    _opener: Callable[[Path], IndexT]
+    _resize_to: int | None
+    _lock: threading.Lock
 
     def __init__(self, path: Path, opener: Callable[[Path], IndexT]) -> None:
         self._path = path
         self._opener = opener
-        self._index: IndexT | None = None
+        self._index = None
         # The length to resize the index to once it is opened (resize_when_opened), None when there is none.
-        self._resize_to: int | None = None
+        self._resize_to = None
         self._lock = threading.Lock()
 
     @classmethod

@@ -130,6 +130,13 @@ def append_to_log(
     log: LogAppendState, records: bytes, leader: bool, leader_epoch: int, origin: object, client: bool
 ) -> LogAppendInfo: ...
 
+class LazyIndexState:
+    _index: Any
+    _path: Any
+    _opener: Any
+    _resize_to: Any
+    _lock: Any
+
 class FileAppendState:
     _fd: Any
     _size: Any

@@ -851,10 +851,22 @@ cdef class FileAppendState:
         return position
 
 
+cdef class LazyIndexState:
+    """The state of a lazily opened index (``segments.lazy_index.LazyIndex`` derives from this class), in C fields
+    the Python class shares: ``_index`` (the opened index, None until opened), ``_path``, ``_opener``,
+    ``_resize_to``, ``_lock`` (their meaning is the Python class's). The append reads ``_index`` four times."""
+
+    cdef public object _index
+    cdef public object _path
+    cdef public object _opener
+    cdef public object _resize_to
+    cdef public object _lock
+
+
 cdef IndexEntries _opened_index(lazy, segment, bint offsets):
-    """The opened index behind a segment's lazy holder (its ``_index``), or the segment's property that opens it
-    (``offset_index`` / ``time_index``)."""
-    index = None if lazy is None else lazy._index
+    """The opened index behind a segment's lazy holder (a ``LazyIndex``: its ``_index``), or the segment's property
+    that opens it (``offset_index`` / ``time_index``)."""
+    index = None if lazy is None else (<LazyIndexState>lazy)._index
     if index is None:
         index = segment.offset_index if offsets else segment.time_index
     return index
@@ -1049,6 +1061,7 @@ cdef int _expose_as_members(type cls, tuple names) except -1:
 
 
 _expose_as_members(FileAppendState, ("_fd", "_size", "_writable", "_path", "_path_name"))
+_expose_as_members(LazyIndexState, ("_index", "_path", "_opener", "_resize_to", "_lock"))
 _expose_as_members(SegmentAppendState, (
     "_log", "_offset_index", "_time_index", "base_offset", "index_interval_bytes", "roll_jitter_ms", "created_ms",
     "_bytes_since_last_index_entry", "_max_timestamp", "_offset_of_max_timestamp", "rolling_based_timestamp",
