@@ -429,11 +429,13 @@ class AbstractIndex(_native_index.IndexEntries, ABC, Generic[EntryT]):
             except OSError as err:
                 mapped.close()
                 raise located_error(err, self._path, "madvise of the map") from err
+        self._hold_map(mapped)
         self._mm = mapped
         self._length = length
         self._max_entries = length // self.entry_size
 
     def _unmap(self) -> None:
         if self._mm is not None:
+            self._hold_map(None)
             self._mm.close()
             self._mm = None

@@ -147,3 +147,28 @@ def test_native_index_appends_match_the_model(tmp_path: Path, steps: list[tuple[
     finally:
         offset_index.close()
         time_index.close()
+
+
+def test_the_writer_holds_a_view_of_each_map_and_releases_it_before_the_map_goes(tmp_path: Path) -> None:
+    # Stores write through a view the index holds on its current map: a resize replaces the map (the old one's view
+    # released), a trim and a close release it before closing (a map is never closed while held), and a read-only
+    # index holds none.
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 8 * 4)
+    for slot in range(4):
+        index.append(slot * 10, slot * 100)
+    old_map = index._mm
+    index.resize(8 * 64)
+    assert index._mm is not old_map
+    assert old_map is not None and old_map.closed is False
+    old_map.close()  # nothing holds the replaced map any more
+    for slot in range(4, 40):
+        index.append(slot * 10, slot * 100)
+    index.trim_to_valid_size()
+    assert [index.entry(slot).offset for slot in (0, 3, 4, 39)] == [0, 30, 40, 390]
+    index.close()
+    reader = OffsetIndex(tmp_path / "00000000000000000000.index", 0, 8 * 64, writable=False)
+    try:
+        assert reader.lookup(395).offset == 390
+        reader._hold_map(reader._mm)  # read-only: nothing held, so the close below succeeds
+    finally:
+        reader.close()

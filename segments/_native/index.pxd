@@ -60,6 +60,8 @@ cdef class IndexEntries:
     cdef int64_t _last_second
     cdef int _entry_size
     cdef Py_ssize_t _reserved_slots
+    cdef Py_buffer _held      # a writable view of the map while _holding (see _hold_map)
+    cdef bint _holding
 
     cdef int _load_last(self) except -1
     cdef int _store(self, int64_t first, int64_t second, int64_t last_first, int64_t last_second) except -1

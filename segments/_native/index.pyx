@@ -64,6 +64,22 @@ cdef class IndexEntries:
         # Slots only a roll or close may fill (the time index keeps its last one for the final entry).
         self._reserved_slots = getattr(type(self), "reserved_slots", 0)
 
+    def __dealloc__(self):
+        if self._holding:
+            PyBuffer_Release(&self._held)
+
+    def _hold_map(self, mapped):
+        """Hold a writable view of ``mapped`` (the index's new map, or None) for :meth:`_store`, releasing the view
+        held on the map before: ``AbstractIndex._map`` and ``_unmap`` call it, so a map is never closed while held,
+        and the writer's stores take no buffer of their own (one per entry cost a fifth of an append's
+        bookkeeping). A read-only index holds nothing. O(1)."""
+        if self._holding:
+            self._holding = False
+            PyBuffer_Release(&self._held)
+        if mapped is not None and self.writable:
+            PyObject_GetBuffer(mapped, &self._held, PyBUF_SIMPLE | PyBUF_WRITABLE)
+            self._holding = True
+
     def _forget_last(self):
         """Drop the cached last entry (the entries were rewritten). O(1)."""
         self._last_count = -1
@@ -102,24 +118,19 @@ cdef class IndexEntries:
     cdef int _store(self, int64_t first, int64_t second, int64_t last_first, int64_t last_second) except -1:
         """Write the next entry (``first``/``second`` as stored, relative already) and count it, caching
         (``last_first``, ``last_second``) as its parsed fields. O(1)."""
-        cdef Py_buffer view
         cdef uint8_t *p
         cdef Py_ssize_t slot = self._entries
-        if self._mm is None:
-            raise ValueError("the index is not mapped (closed, or of length 0)")
-        PyObject_GetBuffer(self._mm, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
-        try:
-            if (slot + 1) * self._entry_size > view.len:
-                raise IndexError(f"index slot {slot} lies outside a {view.len}-byte map")
-            p = <uint8_t *>view.buf + slot * self._entry_size
-            if self._entry_size == 8:
-                store_be32(p, <uint32_t><int32_t>first)
-                store_be32(p + 4, <uint32_t><int32_t>second)
-            else:
-                store_be64(p, <uint64_t>first)
-                store_be32(p + 8, <uint32_t><int32_t>second)
-        finally:
-            PyBuffer_Release(&view)
+        if self._mm is None or not self._holding:
+            raise ValueError("the index is not mapped for writing (closed, read-only, or of length 0)")
+        if (slot + 1) * self._entry_size > self._held.len:
+            raise IndexError(f"index slot {slot} lies outside a {self._held.len}-byte map")
+        p = <uint8_t *>self._held.buf + slot * self._entry_size
+        if self._entry_size == 8:
+            store_be32(p, <uint32_t><int32_t>first)
+            store_be32(p + 4, <uint32_t><int32_t>second)
+        else:
+            store_be64(p, <uint64_t>first)
+            store_be32(p + 8, <uint32_t><int32_t>second)
         self._entries = slot + 1
         self._last_count = slot + 1
         self._last_first = last_first
