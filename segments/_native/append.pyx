@@ -1470,8 +1470,9 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
     if producers is not None:
         log._apply_producers(producers[0], producers[1], segment, last_offset)
     log_end = last_offset + 1
-    log._end = (log_end, segment.base_offset, position + incoming)
-    log.producer_state.map_end_offset = log_end
+    end = log_end  # one int object for the published end and the producer state's map end
+    log._end = (end, segment.base_offset, position + incoming)
+    log.producer_state.map_end_offset = end
     key_index = log.key_index
     if key_index is not None:
         key_index.notify()
