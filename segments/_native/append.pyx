@@ -79,6 +79,7 @@ from time import monotonic
 cdef extern from "pythread.h":
     PyLockStatus PyThread_acquire_lock_timed(PyThread_type_lock lock, long long microseconds, int intr_flag) nogil
     unsigned long PyThread_get_thread_ident()
+    const long long PY_TIMEOUT_MAX  # microseconds
 
 logmgr_crc32c_init()
 
@@ -866,7 +867,7 @@ cdef class LazyIndexState:
 cdef IndexEntries _opened_index(lazy, segment, bint offsets):
     """The opened index behind a segment's lazy holder (a ``LazyIndex``: its ``_index``), or the segment's property
     that opens it (``offset_index`` / ``time_index``)."""
-    index = None if lazy is None else (<LazyIndexState>lazy)._index
+    index = None if lazy is None else (<LazyIndexState?>lazy)._index
     if index is None:
         index = segment.offset_index if offsets else segment.time_index
     return index
@@ -1207,7 +1208,7 @@ cdef class WriterLock:
             raise ValueError("can't specify a timeout for a non-blocking call")
         if timeout < 0 and timeout != -1:
             raise ValueError("timeout value must be a non-negative number")
-        if timeout > 1e12:
+        if timeout * 1e6 > <double>PY_TIMEOUT_MAX:
             raise OverflowError("timeout value is too large")
         return self._take(-1 if timeout == -1 else <long long>(timeout * 1e6)) if blocking else self._take(0)
 
@@ -1463,10 +1464,10 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
         raise log._io_failure(f"append of {incoming} bytes at offset {first_offset}", err) from err
     if leader:
         # Every batch was stamped with leader_epoch: the first one is the only one the cache can take.
-        (<EpochCacheState>log.leader_epochs)._assign(leader_epoch, first_offset)
+        (<EpochCacheState?>log.leader_epochs)._assign(leader_epoch, first_offset)
     else:
         for epoch, start_offset in scan.epoch_starts():
-            (<EpochCacheState>log.leader_epochs)._assign(epoch, start_offset)
+            (<EpochCacheState?>log.leader_epochs)._assign(epoch, start_offset)
     if producers is not None:
         log._apply_producers(producers[0], producers[1], segment, last_offset)
     log_end = last_offset + 1
