@@ -49,6 +49,7 @@ from segments._native.wire cimport (
     HEADER_SIZE_UP_TO_MAGIC,
     LAST_OFFSET_DELTA_OFFSET,
     LEGACY_ATTRIBUTES_OFFSET,
+    LENGTH_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
@@ -212,7 +213,7 @@ cdef int _walk(_Walk *walk) noexcept nogil:
     # Kafka's FileLogInputStream: a batch is read only while more than 17 bytes remain.
     while length - position > HEADER_SIZE_UP_TO_MAGIC:
         batch = buf + position
-        size = <int32_t>load_be32(batch + 8)
+        size = <int32_t>load_be32(batch + LENGTH_OFFSET)
         if size < RECORD_OVERHEAD_V0:
             return _fail(walk, _SMALL_SIZE, position, size)
         total = <size_t>size + LOG_OVERHEAD
@@ -372,6 +373,17 @@ cdef int _stamp(uint8_t *headers, const uint8_t *source, _Batch *batches, size_t
     return 1
 
 
+cdef int _write_iov(int fd, iovec *iov, Py_ssize_t count, int64_t position, Py_ssize_t length) noexcept:
+    """:func:`pwritev_full` of the ``count`` buffers of ``iov`` (``length`` bytes in all) at ``position``, without
+    the GIL for 4 KiB and more; 0 or the errno."""
+    cdef int err
+    if length < _NOGIL_BYTES:
+        return pwritev_full(fd, iov, count, position)
+    with nogil:
+        err = pwritev_full(fd, iov, count, position)
+    return err
+
+
 cdef class AppendScan:
     """What :func:`scan_append` found: the valid batches before the first flaw (if any) and their facts; after
     :meth:`assign_offsets` (leader) or :meth:`check_follower`, the offsets and timestamps of the append.
@@ -520,11 +532,7 @@ cdef class AppendScan:
         try:
             length[0] = source.len
             count = self._layout(<const uint8_t *>source.buf, source.len, &iov, few)
-            if source.len >= _NOGIL_BYTES:
-                with nogil:
-                    err = pwritev_full(fd, iov, count, position)
-            else:
-                err = pwritev_full(fd, iov, count, position)
+            err = _write_iov(fd, iov, count, position, source.len)
         finally:
             if iov != few:
                 free(iov)
@@ -746,7 +754,7 @@ cdef int _scan_into(AppendScan scan, object records, const uint8_t *buf, size_t 
     elif walk.failure == _BAD_FRAMING:
         scan.error = _framing_error(
             batch + RECORD_BATCH_OVERHEAD,
-            <size_t>load_be32(batch + 8) + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD,
+            <size_t>load_be32(batch + LENGTH_OFFSET) + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD,
             walk.wire_status,
             walk.wire_position,
             <int32_t>load_be32(batch + RECORDS_COUNT_OFFSET),
@@ -795,11 +803,7 @@ cdef int _write_buffers(int fd, tuple buffers, int64_t position, Py_ssize_t *len
             iov[i].iov_base = views[i].buf
             iov[i].iov_len = <size_t>views[i].len
             length[0] += views[i].len
-        if length[0] >= _NOGIL_BYTES:
-            with nogil:
-                err = pwritev_full(fd, iov, count, position)
-        else:
-            err = pwritev_full(fd, iov, count, position)
+        err = _write_iov(fd, iov, count, position, length[0])
     finally:
         for i in range(held):
             PyBuffer_Release(&views[i])

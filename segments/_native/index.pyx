@@ -120,7 +120,7 @@ cdef class IndexEntries:
         (``last_first``, ``last_second``) as its parsed fields. O(1)."""
         cdef uint8_t *p
         cdef Py_ssize_t slot = self._entries
-        if self._mm is None or not self._holding:
+        if not self._holding:  # held exactly while a writable map is (see _hold_map)
             raise ValueError("the index is not mapped for writing (closed, read-only, or of length 0)")
         if (slot + 1) * self._entry_size > self._held.len:
             raise IndexError(f"index slot {slot} lies outside a {self._held.len}-byte map")
