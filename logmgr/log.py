@@ -57,6 +57,7 @@ from segments._native.append import (
     AppendScan,
     LogAppendInfo,
     LogAppendState,
+    LogDirState,
     WriterLock,
     append_to_log,
 )
@@ -206,25 +207,6 @@ class RecoveryStats:
         file-system sync at the end of the load makes them durable before a clean-shutdown marker can vouch for
         them. O(1)."""
         return self.unsynced_snapshots > 0 or self.recovered_segments > 0
-
-
-@dataclass(slots=True)
-class LogDirState:
-    """Shared by every log of one log dir: set by the manager (or by a log that hit an I/O error), checked on
-    every read and write."""
-
-    offline: bool = False
-    full: bool = False
-    failure: str | None = None
-    """The I/O error that took the dir offline, quoted by every refusal that follows."""
-
-    def mark_offline(self, err: BaseException) -> bool:
-        """Take the dir offline after ``err``; True the first time (the failure then recorded is ``err``). O(1)."""
-        first = not self.offline
-        if first:
-            self.failure = str(err)
-        self.offline = True
-        return first
 
 
 _CLIENT = AppendOrigin.CLIENT  # read on every append: a module global, not an enum class attribute lookup

@@ -53,7 +53,7 @@ from logmgr.dir_lock import LogDirLock
 from logmgr.errors import KafkaStorageError, LogmgrError
 from logmgr.group_commit import GroupCommitService
 from logmgr.key_index import KeyIndexDispatcher
-from logmgr.log import Log, LogDirState
+from logmgr.log import Log
 from logmgr.log_loader import load_log
 from logmgr.log_move import COPY_CHUNK_BYTES, LogMove, LogMoveCancelledError, MoveEvent
 from logmgr.retention import (
@@ -70,6 +70,7 @@ from logmgr.retention import (
 )
 from logmgr.scheduler import ApsScheduler, Scheduler
 from logmgr.segment_deleter import DeletionRun, SegmentDeleter, SegmentReaders
+from segments._native.append import LogDirState
 from segments.errors import InvalidPartitionDirError, StorageFormatError
 from segments.naming import PartitionDirName, TopicPartition, future_dir_name, validate_topic_partition
 

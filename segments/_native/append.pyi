@@ -96,6 +96,13 @@ class WriterLock:
     def __exit__(self, kind: object, error: object, trace: object) -> None: ...
     def _is_owned(self) -> bool: ...
 
+class LogDirState:
+    offline: bool
+    full: bool
+    failure: str | None
+    def __init__(self, offline: bool = False, full: bool = False, failure: str | None = None) -> None: ...
+    def mark_offline(self, err: BaseException) -> bool: ...
+
 class LogAppendState:
     config: Any
     _facts: Any

@@ -107,11 +107,15 @@ cdef enum:
     _CLIENT_CONTROL = 17    # client only: a control batch
     _CLIENT_SEQUENCE = 18   # client only: a producer id with a negative base sequence
 
-# Below this many bytes the GIL is kept: releasing and retaking it costs about as much as walking them. (hashlib
-# draws the line at 2 KiB; a 16 KiB batch walks in a few microseconds, during which appenders to other partitions
-# and readers run.)
+# Below these many bytes the GIL is kept. The walk (and the CRC of a LogAppendTime stamp) keeps it below 64 KiB, as
+# segments._native.crc and records do for their byte loops: a walk of a 16 KiB batch takes 0.2 us from cache, 1.4 us
+# from memory, less than the few microseconds of SHA-256 for which hashlib releases it (2 KiB and more); and a
+# release hands the GIL to any thread waiting for it, which may then hold it up to the switch interval (5 ms) before
+# this append can go on. A write releases it from 4 KiB: it may wait on the disk (writeback throttling, a full page
+# cache), whatever its size.
 cdef enum:
-    _NOGIL_BYTES = 4096
+    _NOGIL_WALK_BYTES = 65536
+    _NOGIL_WRITE_BYTES = 4096
     _FEW_BUFFERS = 16       # iovecs kept on the stack for a write (8 stamped batches); more are allocated
 
 SCAN_OK = _OK
@@ -145,8 +149,10 @@ cdef struct _Walk:
     int64_t max_record_bytes
     bint leader               # the leader's offset checks (lastOffsetDelta + 1 == records > 0)
     bint client               # a client's append (a leader's): Kafka's client-only rules of validateBatch
-    # Batches found valid so far (grown by doubling; at most length / 26 entries).
+    # Batches found valid so far: first in the caller's one-entry storage (most appends are one batch), then
+    # grown by doubling into allocated memory (at most length / 26 entries).
     _Batch *batches
+    _Batch *inline_batches    # the caller's storage, never freed here
     size_t count
     size_t capacity
     size_t compressed         # how many of them are compressed
@@ -177,10 +183,16 @@ cdef _Batch *_add(_Walk *walk, const uint8_t *batch, size_t position, size_t tot
     cdef _Batch *grown
     cdef _Batch *found
     if walk.count == walk.capacity:
-        capacity = 8 if walk.capacity == 0 else walk.capacity * 2
-        grown = <_Batch *>realloc(walk.batches, capacity * sizeof(_Batch))
-        if grown == NULL:
-            return NULL
+        capacity = 8 if walk.capacity < 8 else walk.capacity * 2
+        if walk.batches == walk.inline_batches:
+            grown = <_Batch *>malloc(capacity * sizeof(_Batch))
+            if grown == NULL:
+                return NULL
+            memcpy(grown, walk.batches, walk.count * sizeof(_Batch))
+        else:
+            grown = <_Batch *>realloc(walk.batches, capacity * sizeof(_Batch))
+            if grown == NULL:
+                return NULL
         walk.batches = grown
         walk.capacity = capacity
     found = &walk.batches[walk.count]
@@ -377,7 +389,7 @@ cdef int _write_iov(int fd, iovec *iov, Py_ssize_t count, int64_t position, Py_s
     """:func:`pwritev_full` of the ``count`` buffers of ``iov`` (``length`` bytes in all) at ``position``, without
     the GIL for 4 KiB and more; 0 or the errno."""
     cdef int err
-    if length < _NOGIL_BYTES:
+    if length < _NOGIL_WRITE_BYTES:
         return pwritev_full(fd, iov, count, position)
     with nogil:
         err = pwritev_full(fd, iov, count, position)
@@ -406,14 +418,19 @@ cdef class AppendScan:
     cdef readonly long long largest_offset
     cdef readonly long long max_timestamp
     cdef readonly long long offset_of_max_timestamp
-    cdef _Batch *_batches
+    cdef _Batch *_batches      # _one_batch, or allocated for two batches and more
     cdef size_t _count
     cdef bint _leader
     cdef uint8_t *_headers     # the stamped headers, 61 bytes per batch (assign_offsets), else NULL
+    # The storage of a one-batch append (most appends), which then allocates nothing.
+    cdef _Batch _one_batch
+    cdef uint8_t _one_header[RECORD_BATCH_OVERHEAD]
 
     def __dealloc__(self):
-        free(self._batches)
-        free(self._headers)
+        if self._batches != &self._one_batch:
+            free(self._batches)
+        if self._headers != self._one_header:
+            free(self._headers)
 
     @property
     def batches(self):
@@ -594,16 +611,19 @@ cdef class AppendScan:
             raise ValueError("offsets were assigned already")
         # A buffer view, not a typed memoryview: its set-up costs a tenth (every append passes here).
         cdef Py_buffer source
-        cdef uint8_t *headers = <uint8_t *>malloc(self._count * RECORD_BATCH_OVERHEAD)
+        cdef uint8_t *headers = self._one_header
         cdef int ok
-        if headers == NULL:
-            raise MemoryError()
+        if self._count > 1:
+            headers = <uint8_t *>malloc(self._count * RECORD_BATCH_OVERHEAD)
+            if headers == NULL:
+                raise MemoryError()
         try:
             PyObject_GetBuffer(self.data, &source, PyBUF_SIMPLE)
         except BaseException:
-            free(headers)
+            if headers != self._one_header:
+                free(headers)
             raise
-        if stamp_time and source.len >= _NOGIL_BYTES:
+        if stamp_time and source.len >= _NOGIL_WALK_BYTES:
             with nogil:
                 ok = _stamp(headers, <const uint8_t *>source.buf, self._batches, self._count, next_offset,
                             leader_epoch, stamp_time, now)
@@ -612,7 +632,8 @@ cdef class AppendScan:
                         stamp_time, now)
         PyBuffer_Release(&source)
         if not ok:
-            free(headers)
+            if headers != self._one_header:
+                free(headers)
             self.failure = _OFFSET_OVERFLOW
             return 0
         self._headers = headers
@@ -676,7 +697,7 @@ def scan_append(records, long long max_message_bytes, bint leader, bint client):
     and, for a ``client``'s append (a leader's whose origin is Kafka's ``AppendOrigin.CLIENT``), Kafka's client-only
     rules: no control batch, no producer id with a negative base sequence; then, for uncompressed batches, the
     framing of exactly that many records (lengths only; a record above ``max(max_message_bytes, 64 MiB)`` is too
-    large). Stops at the first flaw. O(size), the GIL released for appends of 4 KiB and more."""
+    large). Stops at the first flaw. O(size), the GIL released for appends of 64 KiB and more."""
     return _scan(records, max_message_bytes, leader, client)
 
 
@@ -708,15 +729,15 @@ cdef int _scan_into(AppendScan scan, object records, const uint8_t *buf, size_t 
     walk.max_record_bytes = max(max_message_bytes, _DEFAULT_MAX_RECORD_BYTES)
     walk.leader = leader
     walk.client = client
-    walk.batches = NULL
+    walk.batches = walk.inline_batches = &scan._one_batch
     walk.count = 0
-    walk.capacity = 0
+    walk.capacity = 1
     walk.compressed = 0
     walk.producers = 0
     walk.legacy = 0
     walk.failure = _OK
     walk.failure_position = 0
-    if walk.length >= _NOGIL_BYTES:
+    if walk.length >= _NOGIL_WALK_BYTES:
         with nogil:
             enough_memory = _walk(&walk)
     else:
@@ -897,7 +918,7 @@ cdef class SegmentAppendState:
     cdef public object index_interval_bytes
     cdef public object roll_jitter_ms
     cdef public object created_ms
-    cdef public object _bytes_since_last_index_entry
+    cdef public int64_t _bytes_since_last_index_entry
     cdef public object _max_timestamp
     cdef public object _offset_of_max_timestamp
     cdef public object rolling_based_timestamp
@@ -915,8 +936,7 @@ cdef class SegmentAppendState:
     cdef public object _clock
 
     def __cinit__(self):
-        # What differs from None for a new segment (the arguments of the constructor are ignored here).
-        self._bytes_since_last_index_entry = 0
+        # What differs from None (or 0) for a new segment (the arguments of the constructor are ignored here).
         self._offset_of_max_timestamp = -1
         self._txn_index_unlisted = False
         self._suffix = ""
@@ -1015,6 +1035,7 @@ cdef extern from "structmember.h":
         const char *doc
     enum:
         T_OBJECT_EX
+        T_LONGLONG
 
 cdef extern from "Python.h":
     object PyDescr_NewMember(PyTypeObject *, PyMemberDef *)
@@ -1023,40 +1044,46 @@ cdef extern from "Python.h":
 cdef list _member_names = []  # the UTF-8 names the member definitions point to, kept for the life of the types
 
 
-cdef int _expose_as_members(type cls, tuple names) except -1:
-    """Give the ``cdef public`` fields ``names`` of ``cls`` member descriptors (``T_OBJECT_EX``, as a
-    ``__slots__`` slot has) in place of the properties Cython makes for them: the interpreter specializes a read of
-    a slot, not a property, so each Python read of a field (the Python classes read them on every fetch) would
-    otherwise cost a generic lookup and a call, twice an instance attribute's. Each field's place is found by
-    writing a fresh object through its property on a probe instance and finding that pointer, once, among the
-    instance's words. The fields are never deleted (a deleted one would be NULL, which the compiled code does not
-    expect). O(fields x instance size), once per class at import."""
+cdef int _expose_as_members(type cls, tuple names, tuple int64_names=()) except -1:
+    """Give the ``cdef public`` fields ``names`` (objects) and ``int64_names`` (``int64_t``) of ``cls`` member
+    descriptors (``T_OBJECT_EX``, as a ``__slots__`` slot has, and ``T_LONGLONG``) in place of the properties Cython
+    makes for them: the interpreter specializes a read of a slot, not a property, so each Python read of a field
+    (the Python classes read them on every fetch) would otherwise cost a generic lookup and a call, twice an
+    instance attribute's. Each field's place is found by writing a fresh object (or a marker number) through its
+    property on a probe instance and finding it, once, among the instance's words. The object fields are never
+    deleted (a deleted one would be NULL, which the compiled code does not expect). O(fields x instance size),
+    once per class at import."""
     cdef PyTypeObject *tp = <PyTypeObject *>cls
     cdef Py_ssize_t words = tp.tp_basicsize // <Py_ssize_t>sizeof(PyObject *)
     cdef PyObject **slots
+    cdef int64_t *numbers
     cdef PyMemberDef *member
     cdef Py_ssize_t i, found
+    cdef int64_t number_marker = 0x6c6f676d67720000  # "logmgr" and a count, never a field's default
     probe = cls.__new__(cls)
     slots = <PyObject **><PyObject *>probe
-    for name in names:
-        marker = object()
+    numbers = <int64_t *><PyObject *>probe
+    for name in names + int64_names:
+        is_number = name in int64_names
+        number_marker += 1
+        marker = number_marker if is_number else object()
         setattr(probe, name, marker)
         found = -1
         for i in range(words):
-            if slots[i] == <PyObject *>marker:
+            if (numbers[i] == number_marker) if is_number else (slots[i] == <PyObject *>marker):
                 if found >= 0:
                     raise RuntimeError(f"{cls.__name__}.{name}: its marker appears twice in the instance")
                 found = i
-        setattr(probe, name, None)
+        setattr(probe, name, 0 if is_number else None)
         if found < 0:
-            raise RuntimeError(f"{cls.__name__}.{name}: not an object field of the instance")
+            raise RuntimeError(f"{cls.__name__}.{name}: not a field of the instance")
         encoded = name.encode()
         _member_names.append(encoded)
         member = <PyMemberDef *>PyMem_Malloc(sizeof(PyMemberDef))
         if member == NULL:
             raise MemoryError()
         member.name = encoded
-        member.type = T_OBJECT_EX
+        member.type = T_LONGLONG if is_number else T_OBJECT_EX
         member.offset = found * <Py_ssize_t>sizeof(PyObject *)
         member.flags = 0
         member.doc = NULL
@@ -1069,10 +1096,10 @@ _expose_as_members(FileAppendState, ("_fd", "_size", "_writable", "_path", "_pat
 _expose_as_members(LazyIndexState, ("_index", "_path", "_opener", "_resize_to", "_lock"))
 _expose_as_members(SegmentAppendState, (
     "_log", "_offset_index", "_time_index", "base_offset", "index_interval_bytes", "roll_jitter_ms", "created_ms",
-    "_bytes_since_last_index_entry", "_max_timestamp", "_offset_of_max_timestamp", "rolling_based_timestamp",
-    "_txn_index", "_listed_size", "_txn_index_unlisted", "_resize_indexes_to", "_suffix", "_closed", "_directory",
-    "_writable", "_max_index_size", "_clock",
-))
+    "_max_timestamp", "_offset_of_max_timestamp", "rolling_based_timestamp", "_txn_index", "_listed_size",
+    "_txn_index_unlisted", "_resize_indexes_to", "_suffix", "_closed", "_directory", "_writable", "_max_index_size",
+    "_clock",
+), ("_bytes_since_last_index_entry",))
 
 
 # -- the append sequence of a partition log ----------------------------------------------------------------------
@@ -1157,6 +1184,10 @@ cdef class EpochCacheState:
     cdef public object _entries
     cdef public object _lock
     cdef public object _file
+    # The latest entry _assign compared with, and its epoch: an entry is immutable, so while the list's last entry
+    # is this very object its epoch is known without reading the attribute.
+    cdef object _latest_entry
+    cdef int64_t _latest_epoch
 
     def assign(self, int64_t epoch, int64_t start_offset):
         """Record that ``epoch`` starts at ``start_offset`` when it is newer than the latest epoch; persist
@@ -1166,11 +1197,18 @@ cdef class EpochCacheState:
     cdef bint _assign(self, int64_t epoch, int64_t start_offset) except -1:
         cdef list entries = self._entries
         cdef Py_ssize_t count = len(entries)
-        # (No negative index: this module is compiled without wraparound.)
-        if epoch < 0 or (count and epoch <= <int64_t>entries[count - 1].epoch):
-            # The common refusal needs no lock: only a truncation from the end can lift it, and truncations and
-            # appends are serialised by the log's writer lock.
+        if epoch < 0:
             return False
+        if count:
+            # (No negative index: this module is compiled without wraparound.)
+            latest = entries[count - 1]
+            if latest is not self._latest_entry:
+                self._latest_epoch = latest.epoch
+                self._latest_entry = latest
+            if epoch <= self._latest_epoch:
+                # The common refusal needs no lock: only a truncation from the end can lift it, and truncations
+                # and appends are serialised by the log's writer lock.
+                return False
         return self._add_entry(epoch, start_offset)
 
 
@@ -1292,6 +1330,36 @@ cdef class WriterLock:
         return 0
 
 
+cdef class LogDirState:
+    """The state of a log dir, shared by its logs (re-exported as ``logmgr.log.LogDirState``): set by the manager
+    (or by a log that hit an I/O error), checked on every read and write. ``offline`` and ``full`` (bools) and
+    ``failure`` (the text of the I/O error that took the dir offline, quoted by every refusal that follows, else
+    None) are slots, in C fields the compiled append reads without an attribute lookup."""
+
+    cdef public object offline
+    cdef public object full
+    cdef public object failure
+
+    def __init__(self, offline=False, full=False, failure=None):
+        self.offline = offline
+        self.full = full
+        self.failure = failure
+
+    def mark_offline(self, err):
+        """Take the dir offline after ``err``; True the first time (the failure then recorded is ``err``). O(1)."""
+        first = not self.offline
+        if first:
+            self.failure = str(err)
+        self.offline = True
+        return first
+
+    def __repr__(self):
+        return f"LogDirState(offline={self.offline!r}, full={self.full!r}, failure={self.failure!r})"
+
+
+_expose_as_members(LogDirState, ("offline", "full", "failure"))
+
+
 cdef class LogAppendState:
     """The state of a partition log that every append reads (``logmgr.log.Log`` derives from this class), in C
     fields that the Python class and :func:`append_to_log` share: the config and what appends derive from it
@@ -1409,7 +1477,7 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
     cdef long long first_offset, last_offset, max_timestamp, offset_of_max_timestamp, log_end, position
     cdef Py_ssize_t incoming = len(records)
     cdef SegmentAppendState segment
-    dir_state = log.dir_state
+    cdef LogDirState dir_state = log.dir_state
     if log._closed or log._offline_error is not None or dir_state.offline:
         log._ensure_online()
     if dir_state.full:
@@ -1476,7 +1544,8 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
         log._apply_producers(producers[0], producers[1], segment, last_offset)
     log_end = last_offset + 1
     end = log_end  # one int object for the published end and the producer state's map end
-    log._end = (end, segment.base_offset, position + incoming)
+    # The segment's new size, as its .log holds it (position + incoming), not a new int object.
+    log._end = (end, segment.base_offset, (<FileAppendState?>segment._log)._size)
     log.producer_state.map_end_offset = end
     key_index = log.key_index
     if key_index is not None:
