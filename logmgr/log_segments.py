@@ -14,25 +14,32 @@ from collections.abc import Iterable, Iterator
 
 from sortedcontainers import SortedDict
 
+from segments._native.append import LogSegmentsState
 from segments.log_segment import LogSegment
 
 
-class LogSegments:
-    """Ordered map ``base offset -> LogSegment``."""
+class LogSegments(LogSegmentsState):
+    """Ordered map ``base offset -> LogSegment``; its fields are those of the compiled
+    :class:`~segments._native.append.LogSegmentsState` (the append reads the newest segment from C)."""
+
+    _segments: SortedDict
+    _lock: threading.RLock
+    _last: LogSegment | None
+    _floor_snapshot: tuple[list[int], list[LogSegment]] | None
 
     def __init__(self, segments: Iterable[LogSegment] = ()) -> None:
         """The map of ``segments`` (a later one with the same base offset replaces an earlier one, as
         :meth:`add` would), built in one go: O(n log n), O(n) when they come in ascending order."""
-        self._segments: SortedDict = SortedDict({segment.base_offset: segment for segment in segments})
+        self._segments = SortedDict({segment.base_offset: segment for segment in segments})
         self._lock = threading.RLock()
         # The newest segment, kept in step by every structural change: every append asks for it, and a
         # SortedDict peek costs microseconds.
-        self._last: LogSegment | None = self._segments.peekitem(-1)[1] if self._segments else None
+        self._last = self._segments.peekitem(-1)[1] if self._segments else None
         # (base offsets, segments) as two lists for floor_segment's C bisect (every fetch's first step) and for
         # values() of the whole log (every timestamp lookup's): dropped by
         # each structural change under the lock, rebuilt by the next lookup. A reader that took the old pair
         # just before a change answers as if it had looked up before it.
-        self._floor_snapshot: tuple[list[int], list[LogSegment]] | None = None
+        self._floor_snapshot = None
 
     # -- structure -------------------------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from logmgr.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from segments._native.append import ProducerStateManagerState
 from segments.errors import CorruptRecordError, CorruptSnapshotError, InvalidOffsetError
 from segments.java_numbers import INT32_MAX
 from segments.naming import (
@@ -551,14 +552,27 @@ def stray_snapshots(snapshot_offsets: Iterable[int], segment_base_offsets: Itera
     return strays
 
 
-class ProducerStateManager:
+class ProducerStateManager(ProducerStateManagerState):
     """Producer ids of one partition and their open transactions, with snapshots in ``partition_dir``.
 
     Invariants (:meth:`_check`, which holds between complete appends, i.e. after :meth:`on_batch` or after
     ``update`` + ``complete_txn``): entries are keyed by their producer id and valid; open transactions are keyed
     by first offset, at most one per producer, and every entry's open transaction is among them; unreplicated
-    transactions all have a marker offset; the map end offset is not negative.
+    transactions all have a marker offset; the map end offset is not negative. Its fields are those of the compiled
+    :class:`~segments._native.append.ProducerStateManagerState` (the append stores the map end offset from C).
     """
+
+    map_end_offset: int
+    _dir: Path
+    _dir_name: str
+    producer_id_expiration_ms: int
+    _clock: Clock
+    _producers: dict[int, ProducerStateEntry]
+    _ongoing: dict[int, TxnMetadata]
+    _unreplicated: dict[int, TxnMetadata]
+    _snapshots: dict[int, str]
+    _set_aside: dict[int, str]
+    _last_snap_offset: int
 
     def __init__(
         self,
@@ -578,20 +592,20 @@ class ProducerStateManager:
         # The snapshot writes of a load (one per recovered segment) name their files from this string, no Path.
         self._dir_name = os.fspath(self._dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
-        self._clock: Clock = SystemClock() if clock is None else clock
-        self._producers: dict[int, ProducerStateEntry] = {}
+        self._clock = SystemClock() if clock is None else clock
+        self._producers = {}
         # first offset -> transaction; few at a time, so min() scans replace Kafka's TreeMap.
-        self._ongoing: dict[int, TxnMetadata] = {}
+        self._ongoing = {}
         # Completed transactions whose marker is not yet below the high watermark: still unstable for readers.
-        self._unreplicated: dict[int, TxnMetadata] = {}
-        self._snapshots: dict[int, str] = _snapshot_files(
+        self._unreplicated = {}
+        self._snapshots = _snapshot_files(
             self._dir, _list_regular_files(self._dir) if listing is None else listing
         )
         # Snapshots a recovery set aside (see truncate_and_reload): not used, deleted unless written again.
-        self._set_aside: dict[int, str] = {}
+        self._set_aside = {}
         self.map_end_offset = 0
         """The state covers every offset below this one: the log sets it after each append (Kafka's
-        ``updateMapEndOffset``; an attribute, as the compiled append stores it on every append)."""
+        ``updateMapEndOffset``; a field of the compiled base, which the compiled append stores on every append)."""
         self._last_snap_offset = 0
 
     # -- queries ------------------------------------------------------------------------------------------------

@@ -26,9 +26,10 @@ from hypothesis import strategies as st
 from logmgr.clock import ManualClock
 from logmgr.config import LogConfig
 from logmgr.errors import InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError
-from logmgr.log import Log
+from logmgr.log import Log, LogDirState
 from logmgr.log_loader import load_log
-from logmgr.producer_state import AppendOrigin
+from logmgr.log_segments import LogSegments
+from logmgr.producer_state import AppendOrigin, ProducerStateManager
 from segments._native.append import (
     SCAN_CORRUPT,
     SCAN_INCOMPLETE,
@@ -582,6 +583,9 @@ def test_log_append_info_is_a_value() -> None:
         (FileRecords, ("_fd", "_size", "_writable", "_path", "_path_name")),
         (LogSegment, ("_log", "base_offset", "_bytes_since_last_index_entry", "_max_timestamp", "_suffix", "_closed")),
         (Log, ("config", "_end", "_lock", "segments", "dir", "topic_partition", "truncation_observer")),
+        (LogDirState, ("offline", "full", "failure")),
+        (LogSegments, ("_segments", "_last", "_floor_snapshot")),
+        (ProducerStateManager, ("map_end_offset", "_producers", "_snapshots", "_last_snap_offset")),
     ],
 )
 def test_append_state_fields_are_slots_shared_with_the_compiled_append(

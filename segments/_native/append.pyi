@@ -87,6 +87,25 @@ class EpochCacheState:
     _file: Any
     def assign(self, epoch: int, start_offset: int) -> bool: ...
 
+class LogSegmentsState:
+    _segments: Any
+    _lock: Any
+    _last: Any
+    _floor_snapshot: Any
+
+class ProducerStateManagerState:
+    map_end_offset: int
+    _dir: Any
+    _dir_name: Any
+    producer_id_expiration_ms: Any
+    _clock: Any
+    _producers: Any
+    _ongoing: Any
+    _unreplicated: Any
+    _snapshots: Any
+    _set_aside: Any
+    _last_snap_offset: Any
+
 class WriterLock:
     @property
     def queued(self) -> int: ...

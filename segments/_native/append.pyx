@@ -1215,6 +1215,45 @@ cdef class EpochCacheState:
 _expose_as_members(EpochCacheState, ("_entries", "_lock", "_file"))
 
 
+cdef class LogSegmentsState:
+    """The state of a log's segment map (``logmgr.log_segments.LogSegments`` derives from this class), in C fields
+    the Python class shares (``_segments``, ``_lock``, ``_last``: the newest segment, which every append asks for,
+    ``_floor_snapshot``; their meaning is the Python class's)."""
+
+    cdef public object _segments
+    cdef public object _lock
+    cdef public object _last
+    cdef public object _floor_snapshot
+
+
+_expose_as_members(LogSegmentsState, ("_segments", "_lock", "_last", "_floor_snapshot"))
+
+
+cdef class ProducerStateManagerState:
+    """The state of a partition's producer state manager (``logmgr.producer_state.ProducerStateManager`` derives
+    from this class), in C fields the Python class shares (their meaning is its own): ``map_end_offset``, which
+    every append stores, and the rest of the manager's fields (an attribute in the instance dict of a class derived
+    from a compiled one is read without the interpreter's specialization)."""
+
+    cdef public object map_end_offset
+    cdef public object _dir
+    cdef public object _dir_name
+    cdef public object producer_id_expiration_ms
+    cdef public object _clock
+    cdef public object _producers
+    cdef public object _ongoing
+    cdef public object _unreplicated
+    cdef public object _snapshots
+    cdef public object _set_aside
+    cdef public object _last_snap_offset
+
+
+_expose_as_members(ProducerStateManagerState, (
+    "map_end_offset", "_dir", "_dir_name", "producer_id_expiration_ms", "_clock", "_producers", "_ongoing",
+    "_unreplicated", "_snapshots", "_set_aside", "_last_snap_offset",
+))
+
+
 cdef class WriterLock:
     """The writer lock of a partition log (``Log._lock``), with ``threading.RLock``'s contract: re-entrant (its
     owner may take it again, and releases it as often), ``acquire(blocking=True, timeout=-1)``, ``release()`` (by
@@ -1516,7 +1555,7 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
     # The roll check (Kafka's maybeRoll); an I/O error in it takes the dir offline as the append's own would.
     try:
         # LogSegments' newest segment (its active_segment property, without the call).
-        segment = log.segments._last
+        segment = (<LogSegmentsState?>log.segments)._last
         if segment is None:
             segment = log.segments.active_segment
         if incoming > segment_bytes:
@@ -1546,7 +1585,7 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
     end = log_end  # one int object for the published end and the producer state's map end
     # The segment's new size, as its .log holds it (position + incoming), not a new int object.
     log._end = (end, segment.base_offset, (<FileAppendState?>segment._log)._size)
-    log.producer_state.map_end_offset = end
+    (<ProducerStateManagerState?>log.producer_state).map_end_offset = end
     key_index = log.key_index
     if key_index is not None:
         key_index.notify()
