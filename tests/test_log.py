@@ -950,6 +950,23 @@ def test_truncate_inside_a_batch_removes_the_whole_batch(pdir: Path, clock: Manu
     assert log.log_end_offset == 2 and read_all(log) == [(0, b"a"), (1, b"b")]
 
 
+def test_an_epoch_truncated_from_the_end_is_assigned_again(pdir: Path, clock: ManualClock) -> None:
+    """The compiled epoch check keeps the latest entry's epoch while that entry is the list's last: once a
+    truncation drops it, the next append compares with the entry now last, and takes the same epoch anew."""
+    log = open_log(pdir, clock)
+    log.append_as_leader(batch(b"a"), leader_epoch=0)
+    log.append_as_leader(batch(b"b"), leader_epoch=1)
+    log.append_as_leader(batch(b"c"), leader_epoch=1)
+    assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(1, 1)]
+    assert log.truncate_to(1)
+    assert log.leader_epochs.entries == [EpochEntry(0, 0)]
+    log.append_as_leader(batch(b"b2"), leader_epoch=1)
+    assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(1, 1)]
+    log.append_as_leader(batch(b"c2"), leader_epoch=0)  # an older epoch: refused by the cache, stamped as given
+    assert log.leader_epochs.entries == [EpochEntry(0, 0), EpochEntry(1, 1)]
+    log._check()
+
+
 def test_truncate_at_a_segment_boundary(pdir: Path, clock: ManualClock) -> None:
     log = _three_segment_log(pdir, clock)
     assert log.truncate_to(7)

@@ -581,7 +581,10 @@ def test_log_append_info_is_a_value() -> None:
     ("cls", "fields"),
     [
         (FileRecords, ("_fd", "_size", "_writable", "_path", "_path_name")),
-        (LogSegment, ("_log", "base_offset", "_bytes_since_last_index_entry", "_max_timestamp", "_suffix", "_closed")),
+        (
+            LogSegment,
+            ("_log", "base_offset", "_bytes_since_last_index_entry", "_offset_of_max_timestamp", "_suffix", "_closed"),
+        ),
         (Log, ("config", "_end", "_lock", "segments", "dir", "topic_partition", "truncation_observer")),
         (LogDirState, ("offline", "full", "failure")),
         (LogSegments, ("_segments", "_last", "_floor_snapshot")),

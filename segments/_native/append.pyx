@@ -17,6 +17,7 @@ compressed batches before the flaw, whose records only the Python decompressor r
 batch by batch). :meth:`AppendScan.assign_offsets` then runs under the log lock.
 """
 
+cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Malloc
@@ -396,6 +397,7 @@ cdef int _write_iov(int fd, iovec *iov, Py_ssize_t count, int64_t position, Py_s
     return err
 
 
+@cython.freelist(4)  # one per append in flight: the allocator is skipped
 cdef class AppendScan:
     """What :func:`scan_append` found: the valid batches before the first flaw (if any) and their facts; after
     :meth:`assign_offsets` (leader) or :meth:`check_follower`, the offsets and timestamps of the append.
@@ -905,8 +907,8 @@ cdef class SegmentAppendState:
 
     ``_log``, ``_offset_index``, ``_time_index``: the ``.log`` object and the index holders, None until made (a
     listed segment makes them on first use). ``_max_timestamp``: the largest batch max timestamp appended (-1:
-    none), None until known (see ``_max_timestamp_so_far``), with ``_offset_of_max_timestamp`` (set with it, and
-    read only once it is known).
+    none), None until known (see ``_max_timestamp_so_far``; a property over two C fields, so that an append stores
+    it without an int object), with ``_offset_of_max_timestamp`` (set with it, and read only once it is known).
     ``rolling_based_timestamp``: the first batch's max timestamp (the time rule's start), None until known.
     ``_bytes_since_last_index_entry``: appended since the last offset-index entry. One writer (the owning log's
     lock)."""
@@ -919,8 +921,9 @@ cdef class SegmentAppendState:
     cdef public object roll_jitter_ms
     cdef public object created_ms
     cdef public int64_t _bytes_since_last_index_entry
-    cdef public object _max_timestamp
-    cdef public object _offset_of_max_timestamp
+    cdef int64_t _max_timestamp_value  # the largest max timestamp, while _max_timestamp_known
+    cdef bint _max_timestamp_known
+    cdef public int64_t _offset_of_max_timestamp
     cdef public object rolling_based_timestamp
     # The rest of the Python class's state (see there), kept here too: an attribute in the instance dict of a
     # class derived from a compiled one is read without the interpreter's specialization, at three times the cost.
@@ -941,6 +944,18 @@ cdef class SegmentAppendState:
         self._txn_index_unlisted = False
         self._suffix = ""
         self._closed = False
+
+    @property
+    def _max_timestamp(self):
+        return self._max_timestamp_value if self._max_timestamp_known else None
+
+    @_max_timestamp.setter
+    def _max_timestamp(self, value):
+        if value is None:
+            self._max_timestamp_known = False
+        else:
+            self._max_timestamp_value = value
+            self._max_timestamp_known = True
 
     def roll_due(self, int64_t incoming_bytes, int64_t max_timestamp, int64_t last_offset, int64_t now_ms,
                  int64_t segment_bytes, int64_t roll_ms):
@@ -1008,11 +1023,11 @@ cdef class SegmentAppendState:
         length = <int64_t>file._size - position
         if position == 0:
             self.rolling_based_timestamp = largest_timestamp
-        known = self._max_timestamp
-        most = self._max_timestamp_so_far().timestamp if known is None else <int64_t>known
+        most = self._max_timestamp_value if self._max_timestamp_known else self._max_timestamp_so_far().timestamp
         if largest_timestamp > most:
             most = largest_timestamp
-            self._max_timestamp = most
+            self._max_timestamp_value = most
+            self._max_timestamp_known = True
             self._offset_of_max_timestamp = shallow_offset_of_max_timestamp
         if since_index_entry > <int64_t>self.index_interval_bytes:
             _opened_index(self._offset_index, self, True)._append_offset(largest_offset, position)
@@ -1096,10 +1111,9 @@ _expose_as_members(FileAppendState, ("_fd", "_size", "_writable", "_path", "_pat
 _expose_as_members(LazyIndexState, ("_index", "_path", "_opener", "_resize_to", "_lock"))
 _expose_as_members(SegmentAppendState, (
     "_log", "_offset_index", "_time_index", "base_offset", "index_interval_bytes", "roll_jitter_ms", "created_ms",
-    "_max_timestamp", "_offset_of_max_timestamp", "rolling_based_timestamp", "_txn_index", "_listed_size",
-    "_txn_index_unlisted", "_resize_indexes_to", "_suffix", "_closed", "_directory", "_writable", "_max_index_size",
-    "_clock",
-), ("_bytes_since_last_index_entry",))
+    "rolling_based_timestamp", "_txn_index", "_listed_size", "_txn_index_unlisted", "_resize_indexes_to", "_suffix",
+    "_closed", "_directory", "_writable", "_max_index_size", "_clock",
+), ("_bytes_since_last_index_entry", "_offset_of_max_timestamp"))
 
 
 # -- the append sequence of a partition log ----------------------------------------------------------------------
@@ -1108,6 +1122,7 @@ cdef long long _INT32_MAX_OFFSETS = 2147483647  # the most offsets past the firs
 cdef long long _NO_TIMESTAMP = -1
 
 
+@cython.freelist(4)  # one per append (most are dropped at once by the caller)
 cdef class LogAppendInfo:
     """The result of an append (re-exported as ``logmgr.log.LogAppendInfo``): offsets assigned, max timestamp and
     where the bytes went; ``duplicate``: a retried idempotent batch answered with its first append's offsets
@@ -1514,6 +1529,7 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
     """:func:`append_to_log` under the writer lock: the result; ``durable_wait[0]`` set when the append must wait
     for the log's group commit (``flush.messages`` reached)."""
     cdef long long first_offset, last_offset, max_timestamp, offset_of_max_timestamp, log_end, position
+    cdef long long segment_timestamp, segment_offset_of_max
     cdef Py_ssize_t incoming = len(records)
     cdef SegmentAppendState segment
     cdef LogDirState dir_state = log.dir_state
@@ -1589,7 +1605,7 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
     key_index = log.key_index
     if key_index is not None:
         key_index.notify()
-    if log_end - log._recovery_point >= flush_messages:
+    if log_end - <long long>log._recovery_point >= flush_messages:
         if log.group_commit is None:
             log.flush(log_end)
         else:
