@@ -524,6 +524,26 @@ def test_large_append_releases_the_gil_and_matches() -> None:
     assert scan.failure == SCAN_CORRUPT and scan.batches == 5 and "crc" in str(scan.error)
 
 
+@pytest.mark.parametrize("count", [1, 2, 8, 9, 40])
+def test_scan_storage_holds_every_batch_from_one_to_many(count: int) -> None:
+    """A scan keeps one batch and its stamped header in the scan object itself and moves to allocated storage from
+    the second (grown again past eight): every count keeps each batch's facts, stamps each header, and a flaw after
+    them still names its batch."""
+    batches = [build_batch([SimpleRecord(bytes([n % 256]) * 30, None, T0 + n)] * 3) for n in range(count)]
+    data = b"".join(batches)
+    scan = scan_append(data, 1 << 20, True, True)
+    assert scan.failure == SCAN_OK and scan.batches == count
+    scan.assign_offsets(100, 7)
+    stamped = [found.batch for found in iter_batches(b"".join(scan.buffers()))]
+    assert [(b.base_offset, b.partition_leader_epoch) for b in stamped] == [(100 + 3 * n, 7) for n in range(count)]
+    assert [b.max_timestamp for b in stamped] == [T0 + n for n in range(count)]
+    assert scan.last_offset == 100 + 3 * count - 1 and scan.records == 3 * count
+    flipped = bytearray(batches[0])
+    flipped[-1] ^= 0xFF
+    scan = scan_append(data + bytes(flipped), 1 << 20, True, True)
+    assert scan.failure == SCAN_CORRUPT and scan.batches == count and scan.failure_position == len(data)
+
+
 def _with_region(region: bytes, count: int) -> bytes:
     """An uncompressed batch holding ``region`` as its records and ``count`` in its header, CRC valid."""
     data = bytearray(build_batch([SimpleRecord(b"v")]))[:61] + region
