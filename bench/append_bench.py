@@ -162,14 +162,13 @@ def write_checked(scratch: Path, first: bytes, rest: Sequence[bytes], validate: 
         max_message_bytes = LogConfig().max_message_bytes
         scan_append(first, max_message_bytes, True, True)
         write(fd, first)
-        batches = rest
         started = time.perf_counter()
         if validate:
-            for batch in batches:
+            for batch in rest:
                 scan_append(batch, max_message_bytes, True, True)
                 write(fd, batch)
         else:
-            for batch in batches:
+            for batch in rest:
                 crc32c(memoryview(batch)[CRC_RANGE_START:])
                 write(fd, batch)
         return time.perf_counter() - started
