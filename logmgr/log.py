@@ -4,11 +4,11 @@ Offsets: ``log_start_offset <= high_watermark <= log_end_offset``; ``recovery_po
 everything is fsynced; the last stable offset (LSO) is the first offset of the earliest open transaction, bounded by
 the high watermark.
 
-Locks: one writer per log. ``Log._lock`` (a re-entrant :class:`~segments._native.append.WriterLock`) serialises every mutation: append, roll, flush bookkeeping,
-truncation, retention, log-start-offset changes, close. Readers (:meth:`Log.read`, :meth:`Log.offset_for_timestamp`)
-take no log lock: they look segments up through :class:`~logmgr.log_segments.LogSegments` (its own short lock),
-snapshot the end offsets (plain ints), and hold the segment they read through :class:`SegmentReaders`, so a
-segment deleted meanwhile stays open until they release it.
+Locks: one writer per log. ``Log._lock`` (a re-entrant :class:`~segments._native.append.WriterLock`) serialises
+every mutation: append, roll, flush bookkeeping, truncation, retention, log-start-offset changes, close. Readers
+(:meth:`Log.read`, :meth:`Log.offset_for_timestamp`) take no log lock: they look segments up through
+:class:`~logmgr.log_segments.LogSegments` (its own short lock), snapshot the end offsets (plain ints), and hold the
+segment they read through :class:`SegmentReaders`, so a segment deleted meanwhile stays open until they release it.
 """
 
 from __future__ import annotations
