@@ -294,9 +294,9 @@ class Log(LogAppendState):
         self.dir = partition_dir
         self.topic_partition = topic_partition
         self.config = config
-        self.segments = segments
-        self.producer_state = producer_state
-        self.leader_epochs = leader_epochs
+        # segments, leader_epochs, producer_state and dir_state are typed C fields the append reads without a type
+        # test: set through their setters.
+        self._set_parts(segments, leader_epochs, producer_state)
         self.clock = clock or SystemClock()
         self.readers = readers or SegmentReaders()
         self.deleter = deleter or SegmentDeleter(self.clock, self.readers)
@@ -320,7 +320,7 @@ class Log(LogAppendState):
         self._facts = None
         # (max.message.bytes, its decode limits): every read hands them out (see _refresh_limits).
         self._limits = (config.max_message_bytes, DecodeLimits.for_max_message_bytes(config.max_message_bytes))
-        self.dir_state = LogDirState()
+        self._set_dir_state(LogDirState())
         self._closed = False
         self._offline_error = None
         # Set by the LogManager under logmgr.group.commit.enable: due flushes go to its shared flusher thread.

@@ -489,7 +489,7 @@ class LogManager:
             producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
             sync_snapshots=sync_snapshots,
         )
-        log.dir_state = log_dir.state
+        log._set_dir_state(log_dir.state)
         if not future:
             log.group_commit = self.group_commit
             self.key_indexer.register(log)
@@ -710,7 +710,7 @@ class LogManager:
                 )
             except (OSError, KafkaStorageError) as err:
                 raise self._dir_failure(log_dir, f"creating the log of {tp}", err) from err
-            log.dir_state = log_dir.state
+            log._set_dir_state(log_dir.state)
             log.group_commit = self.group_commit
             # Listed before its metadata is written: if that write fails (taking the dir offline), shutdown still
             # closes the log.

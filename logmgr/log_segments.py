@@ -34,7 +34,7 @@ class LogSegments(LogSegmentsState):
         self._lock = threading.RLock()
         # The newest segment, kept in step by every structural change: every append asks for it, and a
         # SortedDict peek costs microseconds.
-        self._last = self._segments.peekitem(-1)[1] if self._segments else None
+        self._set_last(self._segments.peekitem(-1)[1] if self._segments else None)
         # (base offsets, segments) as two lists for floor_segment's C bisect (every fetch's first step) and for
         # values() of the whole log (every timestamp lookup's): dropped by
         # each structural change under the lock, rebuilt by the next lookup. A reader that took the old pair
@@ -50,7 +50,7 @@ class LogSegments(LogSegmentsState):
             self._segments[segment.base_offset] = segment
             self._floor_snapshot = None
             if self._last is None or segment.base_offset >= self._last.base_offset:
-                self._last = segment
+                self._set_last(segment)
             return previous
 
     def remove(self, base_offset: int) -> LogSegment | None:
@@ -59,7 +59,7 @@ class LogSegments(LogSegmentsState):
             removed: LogSegment | None = self._segments.pop(base_offset, None)
             self._floor_snapshot = None
             if removed is not None and removed is self._last:
-                self._last = self._segments.peekitem(-1)[1] if self._segments else None
+                self._set_last(self._segments.peekitem(-1)[1] if self._segments else None)
             return removed
 
     def clear(self) -> list[LogSegment]:
@@ -68,7 +68,7 @@ class LogSegments(LogSegmentsState):
             segments = list(self._segments.values())
             self._segments.clear()
             self._floor_snapshot = None
-            self._last = None
+            self._set_last(None)
             return segments
 
     def close(self) -> None:

@@ -33,7 +33,7 @@ class LazyIndex(LazyIndexState, Generic[IndexT]):
     def __init__(self, path: Path, opener: Callable[[Path], IndexT]) -> None:
         self._path = path
         self._opener = opener
-        self._index = None
+        # _index: None until opened (a typed C field, set by _set_index).
         # The length to resize the index to once it is opened (resize_when_opened), None when there is none.
         self._resize_to = None
         self._lock = threading.Lock()
@@ -45,7 +45,7 @@ class LazyIndex(LazyIndexState, Generic[IndexT]):
         lazy: LazyIndex[IndexT] = cls(
             index.path, lambda path: kind(path, index.base_offset, index.max_index_size, index.writable)
         )
-        lazy._index = index
+        lazy._set_index(index)
         return lazy
 
     @property
@@ -70,18 +70,18 @@ class LazyIndex(LazyIndexState, Generic[IndexT]):
         index = self._index
         if index is None:
             with self._lock:
-                if self._index is None:
-                    opened = self._opener(self._path)
+                index = self._index
+                if index is None:
+                    index = self._opener(self._path)
                     if self._resize_to is not None:
                         try:
-                            opened.resize(self._resize_to)
+                            index.resize(self._resize_to)
                         except BaseException:
                             # Left unopened: the next use opens and resizes again (and meets the same error).
-                            opened.close()
+                            index.close()
                             raise
                         self._resize_to = None
-                    self._index = opened
-                index = self._index
+                    self._set_index(index)
         return index
 
     def resize_when_opened(self, size: int) -> None:
@@ -116,7 +116,7 @@ class LazyIndex(LazyIndexState, Generic[IndexT]):
             if self._index is not None:
                 self._path = self._index.path
                 self._index.close()
-                self._index = None
+                self._set_index(None)
 
     def discard(self) -> None:
         """Unmap an opened index without trimming and remove its file, if present. O(1)."""

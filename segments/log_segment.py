@@ -229,10 +229,12 @@ class LogSegment(SegmentAppendState):
             log.path.parent, base_offset, "", None, txn_index.writable, DEFAULT_MAX_INDEX_SIZE,
             index_interval_bytes, roll_jitter_ms, clock,
         )
-        self._log = log
+        self._set_log(log)
         # Indexes open on first use (Kafka's LazyIndex): inactive segments that are never read cost one descriptor.
-        self._offset_index = offset_index if isinstance(offset_index, LazyIndex) else LazyIndex.of(offset_index)
-        self._time_index = time_index if isinstance(time_index, LazyIndex) else LazyIndex.of(time_index)
+        self._set_index_holders(
+            offset_index if isinstance(offset_index, LazyIndex) else LazyIndex.of(offset_index),
+            time_index if isinstance(time_index, LazyIndex) else LazyIndex.of(time_index),
+        )
         self._txn_index = txn_index
 
     def _setup(
@@ -322,7 +324,7 @@ class LogSegment(SegmentAppendState):
             directory, base_offset, file_suffix, None, writable, max_index_size, index_interval_bytes,
             roll_jitter_ms, clock, created_ms,
         )
-        segment._log = log
+        segment._set_log(log)
         if create:
             # A new segment is the active one: map its indexes now, so the first append does not pay for it
             # (and a full disk fails the roll here, while allocating them, rather than a later append).
@@ -348,7 +350,7 @@ class LogSegment(SegmentAppendState):
                     log = FileRecords(self.log_path, writable=self._writable, size=self._learned_size())
                     if self._closed:
                         log.close()
-                    self._log = log
+                    self._set_log(log)
         return log
 
     @property
@@ -412,7 +414,10 @@ class LogSegment(SegmentAppendState):
                 )
                 if self._resize_indexes_to is not None:
                     lazy.resize_when_opened(self._resize_indexes_to)
-                setattr(self, attribute, lazy)
+                if attribute == "_offset_index":
+                    self._set_index_holders(lazy, self._time_index)
+                else:
+                    self._set_index_holders(self._offset_index, lazy)
         return lazy
 
     @property

@@ -44,6 +44,7 @@ from segments._native.append import (
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError
 from segments.file_records import FileRecords, iter_batches
+from segments.lazy_index import LazyIndex
 from segments.legacy import LegacyRecordBatch
 from segments.log_segment import LogSegment
 from segments.records import DecodeLimits, DefaultRecordBatch, RecordBatch, SimpleRecord, build_batch
@@ -603,9 +604,19 @@ def test_log_append_info_is_a_value() -> None:
         (FileRecords, ("_fd", "_size", "_writable", "_path", "_path_name")),
         (
             LogSegment,
-            ("_log", "base_offset", "_bytes_since_last_index_entry", "_offset_of_max_timestamp", "_suffix", "_closed"),
+            (
+                "_log", "_offset_index", "_time_index", "base_offset", "_bytes_since_last_index_entry",
+                "_offset_of_max_timestamp", "_suffix", "_closed",
+            ),
         ),
-        (Log, ("config", "_end", "_lock", "segments", "dir", "topic_partition", "truncation_observer")),
+        (
+            Log,
+            (
+                "config", "_end", "_lock", "segments", "leader_epochs", "producer_state", "dir_state", "dir",
+                "topic_partition", "truncation_observer",
+            ),
+        ),
+        (LazyIndex, ("_index", "_path", "_resize_to")),
         (LogDirState, ("offline", "full", "failure")),
         (LogSegments, ("_segments", "_last", "_floor_snapshot")),
         (ProducerStateManager, ("map_end_offset", "_producers", "_snapshots", "_last_snap_offset")),
@@ -629,5 +640,44 @@ def test_append_state_fields_are_slots_shared_with_the_compiled_append(
         log.append_records([SimpleRecord(b"w")])
         *_, last = segment.batches()
         assert [tuple(entry) for entry in segment.offset_index] == [(1, last.position)]
+    finally:
+        log.close()
+
+
+def test_typed_state_fields_are_read_only_and_their_setters_check_the_type(tmp_path: Path) -> None:
+    """The fields the compiled append reads without a type test (the log's segment map, epoch cache, producer state
+    and dir state; a segment's ``.log`` and index holders; the newest segment; a holder's opened index) refuse a
+    Python write, which a member could not check, and their setters refuse an object of another type: an append
+    never meets one."""
+    log = load_log(tmp_path / "t-0", LogConfig())
+    try:
+        log.append_records([SimpleRecord(b"v")])
+        segment = log.active_segment
+        holder = segment._offset_index
+        assert holder is not None
+        for owner, name in (
+            (log, "segments"), (log, "leader_epochs"), (log, "producer_state"), (log, "dir_state"),
+            (segment, "_log"), (segment, "_offset_index"), (segment, "_time_index"), (log.segments, "_last"),
+            (holder, "_index"),
+        ):
+            with pytest.raises(AttributeError):
+                setattr(owner, name, getattr(owner, name))
+        stranger = object()
+        for refused in (
+            lambda: log._set_parts(log.segments, log.leader_epochs, stranger),
+            lambda: log._set_parts(None, log.leader_epochs, log.producer_state),
+            lambda: log._set_dir_state(stranger),
+            lambda: log._set_dir_state(None),
+            lambda: segment._set_log(stranger),
+            lambda: segment._set_index_holders(holder, stranger),
+            lambda: log.segments._set_last(stranger),
+            lambda: holder._set_index(stranger),
+        ):
+            with pytest.raises(TypeError):
+                refused()
+        state = LogDirState()
+        log._set_dir_state(state)
+        assert log.dir_state is state
+        assert log.append_records([SimpleRecord(b"w")]).last_offset == 1
     finally:
         log.close()

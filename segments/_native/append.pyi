@@ -90,8 +90,10 @@ class EpochCacheState:
 class LogSegmentsState:
     _segments: Any
     _lock: Any
-    _last: Any
     _floor_snapshot: Any
+    @property
+    def _last(self) -> Any: ...
+    def _set_last(self, segment: SegmentAppendState | None) -> None: ...
 
 class ProducerStateManagerState:
     map_end_offset: int
@@ -126,13 +128,9 @@ class LogAppendState:
     config: Any
     _facts: Any
     _lock: Any
-    dir_state: Any
     _closed: bool
     _offline_error: Any
     clock: Any
-    segments: Any
-    leader_epochs: Any
-    producer_state: Any
     key_index: Any
     group_commit: Any
     _end: Any
@@ -151,13 +149,27 @@ class LogAppendState:
     _rng: Any
     _limits: Any
     truncation_observer: Any
+    @property
+    def dir_state(self) -> Any: ...
+    @property
+    def segments(self) -> Any: ...
+    @property
+    def leader_epochs(self) -> Any: ...
+    @property
+    def producer_state(self) -> Any: ...
+    def _set_parts(
+        self, segments: LogSegmentsState, leader_epochs: EpochCacheState, producer_state: ProducerStateManagerState
+    ) -> None: ...
+    def _set_dir_state(self, dir_state: LogDirState) -> None: ...
 
 def append_to_log(
     log: LogAppendState, records: bytes, leader: bool, leader_epoch: int, origin: object, client: bool
 ) -> LogAppendInfo: ...
 
 class LazyIndexState:
-    _index: Any
+    @property
+    def _index(self) -> Any: ...
+    def _set_index(self, index: Any) -> None: ...
     _path: Any
     _opener: Any
     _resize_to: Any
@@ -180,9 +192,14 @@ class SegmentAppendState:
     _max_timestamp: int | None
     _offset_of_max_timestamp: int
     rolling_based_timestamp: int | None
-    _log: Any
-    _offset_index: Any
-    _time_index: Any
+    @property
+    def _log(self) -> Any: ...
+    @property
+    def _offset_index(self) -> Any: ...
+    @property
+    def _time_index(self) -> Any: ...
+    def _set_log(self, log: FileAppendState) -> None: ...
+    def _set_index_holders(self, offset_index: LazyIndexState | None, time_index: LazyIndexState | None) -> None: ...
     _txn_index: Any
     _listed_size: Any
     _txn_index_unlisted: Any

@@ -882,22 +882,26 @@ cdef class FileAppendState:
 cdef class LazyIndexState:
     """The state of a lazily opened index (``segments.lazy_index.LazyIndex`` derives from this class), in C fields
     the Python class shares: ``_index`` (the opened index, None until opened), ``_path``, ``_opener``,
-    ``_resize_to``, ``_lock`` (their meaning is the Python class's). The append reads ``_index`` four times."""
+    ``_resize_to``, ``_lock`` (their meaning is the Python class's). The append reads ``_index`` four times:
+    it is typed, read-only from Python, set by :meth:`_set_index`."""
 
-    cdef public object _index
+    cdef public IndexEntries _index
     cdef public object _path
     cdef public object _opener
     cdef public object _resize_to
     cdef public object _lock
 
+    def _set_index(self, IndexEntries index):
+        """Hold ``index``, the opened index (None: unopened). O(1)."""
+        self._index = index
 
-cdef IndexEntries _opened_index(lazy, segment, bint offsets):
+
+cdef inline IndexEntries _opened_index(LazyIndexState lazy, segment, bint offsets):
     """The opened index behind a segment's lazy holder (a ``LazyIndex``: its ``_index``), or the segment's property
     that opens it (``offset_index`` / ``time_index``)."""
-    index = None if lazy is None else (<LazyIndexState?>lazy)._index
-    if index is None:
-        index = segment.offset_index if offsets else segment.time_index
-    return index
+    if lazy is not None and lazy._index is not None:
+        return lazy._index
+    return segment.offset_index if offsets else segment.time_index
 
 
 cdef class SegmentAppendState:
@@ -906,16 +910,17 @@ cdef class SegmentAppendState:
     (:meth:`roll_due`) and the write with its index entries (:meth:`append_scan`, :meth:`append_batches`).
 
     ``_log``, ``_offset_index``, ``_time_index``: the ``.log`` object and the index holders, None until made (a
-    listed segment makes them on first use). ``_max_timestamp``: the largest batch max timestamp appended (-1:
+    listed segment makes them on first use); typed, read-only from Python, set by :meth:`_set_log` and
+    :meth:`_set_index_holders`. ``_max_timestamp``: the largest batch max timestamp appended (-1:
     none), None until known (see ``_max_timestamp_so_far``; a property over two C fields, so that an append stores
     it without an int object), with ``_offset_of_max_timestamp`` (set with it, and read only once it is known).
     ``rolling_based_timestamp``: the first batch's max timestamp (the time rule's start), None until known.
     ``_bytes_since_last_index_entry``: appended since the last offset-index entry. One writer (the owning log's
     lock)."""
 
-    cdef public object _log
-    cdef public object _offset_index
-    cdef public object _time_index
+    cdef public FileAppendState _log
+    cdef public LazyIndexState _offset_index
+    cdef public LazyIndexState _time_index
     cdef public object base_offset
     cdef public object index_interval_bytes
     cdef public object roll_jitter_ms
@@ -945,6 +950,15 @@ cdef class SegmentAppendState:
         self._suffix = ""
         self._closed = False
 
+    def _set_log(self, FileAppendState log):
+        """Hold ``log`` as the segment's ``.log`` object. O(1)."""
+        self._log = log
+
+    def _set_index_holders(self, LazyIndexState offset_index, LazyIndexState time_index):
+        """Hold the offset and time index holders. O(1)."""
+        self._offset_index = offset_index
+        self._time_index = time_index
+
     @property
     def _max_timestamp(self):
         return self._max_timestamp_value if self._max_timestamp_known else None
@@ -973,8 +987,8 @@ cdef class SegmentAppendState:
         """:meth:`roll_due`; ``now_ms`` None: ``clock.time_ms()``, asked only when the time rule needs it."""
         cdef int64_t size
         cdef int64_t waited
-        log = self._log
-        size = (<FileAppendState>log)._size if log is not None else self.size
+        cdef FileAppendState log = self._log
+        size = log._size if log is not None else self.size
         if size > segment_bytes - incoming_bytes or last_offset - <int64_t>self.base_offset > _MAX_RELATIVE_OFFSET:
             return True
         if size > 0:
@@ -1017,8 +1031,9 @@ cdef class SegmentAppendState:
         cdef int64_t since_index_entry = self._bytes_since_last_index_entry
         if not 0 <= largest_offset - <int64_t>self.base_offset <= _MAX_RELATIVE_OFFSET:
             self._ensure_offset_in_range(largest_offset)
-        log = self._log
-        file = log if log is not None else self.log
+        file = self._log
+        if file is None:
+            file = self.log
         position = file._append(scan, buffers)
         length = <int64_t>file._size - position
         if position == 0:
@@ -1051,6 +1066,7 @@ cdef extern from "structmember.h":
     enum:
         T_OBJECT_EX
         T_LONGLONG
+        READONLY
 
 cdef extern from "Python.h":
     object PyDescr_NewMember(PyTypeObject *, PyMemberDef *)
@@ -1059,15 +1075,17 @@ cdef extern from "Python.h":
 cdef list _member_names = []  # the UTF-8 names the member definitions point to, kept for the life of the types
 
 
-cdef int _expose_as_members(type cls, tuple names, tuple int64_names=()) except -1:
+cdef int _expose_as_members(type cls, tuple names, tuple int64_names=(), tuple typed=()) except -1:
     """Give the ``cdef public`` fields ``names`` (objects) and ``int64_names`` (``int64_t``) of ``cls`` member
     descriptors (``T_OBJECT_EX``, as a ``__slots__`` slot has, and ``T_LONGLONG``) in place of the properties Cython
     makes for them: the interpreter specializes a read of a slot, not a property, so each Python read of a field
     (the Python classes read them on every fetch) would otherwise cost a generic lookup and a call, twice an
-    instance attribute's. Each field's place is found by writing a fresh object (or a marker number) through its
-    property on a probe instance and finding it, once, among the instance's words. The object fields are never
-    deleted (a deleted one would be NULL, which the compiled code does not expect). O(fields x instance size),
-    once per class at import."""
+    instance attribute's. ``typed``: (name, type) of the object fields declared with a type (None or an instance
+    of it, which the compiled code reads without a type test): their members are read-only, since a member
+    cannot check what is stored, and the class sets them through its typed ``_set_*`` methods. Each field's
+    place is found by writing a fresh object (or a marker number) through its property on a probe instance and
+    finding it, once, among the instance's words. The object fields are never deleted (a deleted one would be
+    NULL, which the compiled code does not expect). O(fields x instance size), once per class at import."""
     cdef PyTypeObject *tp = <PyTypeObject *>cls
     cdef Py_ssize_t words = tp.tp_basicsize // <Py_ssize_t>sizeof(PyObject *)
     cdef PyObject **slots
@@ -1078,10 +1096,12 @@ cdef int _expose_as_members(type cls, tuple names, tuple int64_names=()) except 
     probe = cls.__new__(cls)
     slots = <PyObject **><PyObject *>probe
     numbers = <int64_t *><PyObject *>probe
-    for name in names + int64_names:
+    types = dict(typed)
+    for name in names + int64_names + tuple(types):
         is_number = name in int64_names
         number_marker += 1
-        marker = number_marker if is_number else object()
+        kind = types.get(name)
+        marker = number_marker if is_number else object() if kind is None else kind.__new__(kind)
         setattr(probe, name, marker)
         found = -1
         for i in range(words):
@@ -1100,7 +1120,7 @@ cdef int _expose_as_members(type cls, tuple names, tuple int64_names=()) except 
         member.name = encoded
         member.type = T_LONGLONG if is_number else T_OBJECT_EX
         member.offset = found * <Py_ssize_t>sizeof(PyObject *)
-        member.flags = 0
+        member.flags = 0 if kind is None else READONLY
         member.doc = NULL
         (<dict>tp.tp_dict)[name] = PyDescr_NewMember(tp, member)
     PyType_Modified(tp)
@@ -1108,12 +1128,14 @@ cdef int _expose_as_members(type cls, tuple names, tuple int64_names=()) except 
 
 
 _expose_as_members(FileAppendState, ("_fd", "_size", "_writable", "_path", "_path_name"))
-_expose_as_members(LazyIndexState, ("_index", "_path", "_opener", "_resize_to", "_lock"))
+_expose_as_members(LazyIndexState, ("_path", "_opener", "_resize_to", "_lock"), (), (("_index", IndexEntries),))
 _expose_as_members(SegmentAppendState, (
-    "_log", "_offset_index", "_time_index", "base_offset", "index_interval_bytes", "roll_jitter_ms", "created_ms",
-    "rolling_based_timestamp", "_txn_index", "_listed_size", "_txn_index_unlisted", "_resize_indexes_to", "_suffix",
-    "_closed", "_directory", "_writable", "_max_index_size", "_clock",
-), ("_bytes_since_last_index_entry", "_offset_of_max_timestamp"))
+    "base_offset", "index_interval_bytes", "roll_jitter_ms", "created_ms", "rolling_based_timestamp", "_txn_index",
+    "_listed_size", "_txn_index_unlisted", "_resize_indexes_to", "_suffix", "_closed", "_directory", "_writable",
+    "_max_index_size", "_clock",
+), ("_bytes_since_last_index_entry", "_offset_of_max_timestamp"), (
+    ("_log", FileAppendState), ("_offset_index", LazyIndexState), ("_time_index", LazyIndexState),
+))
 
 
 # -- the append sequence of a partition log ----------------------------------------------------------------------
@@ -1233,15 +1255,22 @@ _expose_as_members(EpochCacheState, ("_entries", "_lock", "_file"))
 cdef class LogSegmentsState:
     """The state of a log's segment map (``logmgr.log_segments.LogSegments`` derives from this class), in C fields
     the Python class shares (``_segments``, ``_lock``, ``_last``: the newest segment, which every append asks for,
-    ``_floor_snapshot``; their meaning is the Python class's)."""
+    ``_floor_snapshot``; their meaning is the Python class's). ``_last`` is typed, read-only from Python, set by
+    :meth:`_set_last`."""
 
     cdef public object _segments
     cdef public object _lock
-    cdef public object _last
+    cdef public SegmentAppendState _last
     cdef public object _floor_snapshot
 
+    def _set_last(self, SegmentAppendState segment):
+        """Hold ``segment`` as the newest segment (None: no segment). O(1)."""
+        self._last = segment
 
-_expose_as_members(LogSegmentsState, ("_segments", "_lock", "_last", "_floor_snapshot"))
+
+_expose_as_members(LogSegmentsState, ("_segments", "_lock", "_floor_snapshot"), (), (
+    ("_last", SegmentAppendState),
+))
 
 
 cdef class ProducerStateManagerState:
@@ -1419,18 +1448,20 @@ cdef class LogAppendState:
     fields that the Python class and :func:`append_to_log` share: the config and what appends derive from it
     (``_facts``), the writer lock, the dir's state and the log's own failure, the clock, the segments, the leader
     epoch and producer state, the key index and group commit hooks, the published end (``_end``) and the recovery
-    point. The Python class sets and reads them as attributes; their meaning and locking are its own."""
+    point. The Python class sets and reads them as attributes (their meaning and locking are its own), but for
+    the typed ones, read-only from Python: ``segments``, ``leader_epochs`` and ``producer_state``, set together by
+    :meth:`_set_parts`, and ``dir_state``, set by :meth:`_set_dir_state`."""
 
     cdef public object config
     cdef public object _facts
     cdef public object _lock
-    cdef public object dir_state
+    cdef public LogDirState dir_state
     cdef public object _closed
     cdef public object _offline_error
     cdef public object clock
-    cdef public object segments
-    cdef public object leader_epochs
-    cdef public object producer_state
+    cdef public LogSegmentsState segments
+    cdef public EpochCacheState leader_epochs
+    cdef public ProducerStateManagerState producer_state
     cdef public object key_index
     cdef public object group_commit
     cdef public object _end
@@ -1452,12 +1483,26 @@ cdef class LogAppendState:
     cdef public object _limits
     cdef public object truncation_observer
 
+    def _set_parts(self, LogSegmentsState segments not None, EpochCacheState leader_epochs not None,
+                   ProducerStateManagerState producer_state not None):
+        """Hold the log's segment map, leader epoch cache and producer state. O(1)."""
+        self.segments = segments
+        self.leader_epochs = leader_epochs
+        self.producer_state = producer_state
+
+    def _set_dir_state(self, LogDirState dir_state not None):
+        """Hold ``dir_state``, the state of the log's dir (shared by the logs of that dir). O(1)."""
+        self.dir_state = dir_state
+
 
 _expose_as_members(LogAppendState, (
-    "config", "_facts", "_lock", "dir_state", "_closed", "_offline_error", "clock", "segments", "leader_epochs",
-    "producer_state", "key_index", "group_commit", "_end", "_recovery_point", "dir", "topic_partition", "readers",
-    "deleter", "_run_async", "recovery", "_truncation_sequence", "_log_start_offset", "_high_watermark",
-    "_high_watermark_provider", "last_flush_ms", "_rng", "_limits", "truncation_observer",
+    "config", "_facts", "_lock", "_closed", "_offline_error", "clock", "key_index", "group_commit", "_end",
+    "_recovery_point", "dir", "topic_partition", "readers", "deleter", "_run_async", "recovery",
+    "_truncation_sequence", "_log_start_offset", "_high_watermark", "_high_watermark_provider", "last_flush_ms",
+    "_rng", "_limits", "truncation_observer",
+), (), (
+    ("dir_state", LogDirState), ("segments", LogSegmentsState), ("leader_epochs", EpochCacheState),
+    ("producer_state", ProducerStateManagerState),
 ))
 
 
@@ -1533,6 +1578,10 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
     cdef Py_ssize_t incoming = len(records)
     cdef SegmentAppendState segment
     cdef LogDirState dir_state = log.dir_state
+    cdef FileAppendState file
+    if dir_state is None or log.segments is None or log.leader_epochs is None or log.producer_state is None:
+        # Read below without a type test or a None test: only a Log whose __init__ did not run lacks them.
+        raise TypeError("the log's state is not set (Log.__init__ did not run)")
     if log._closed or log._offline_error is not None or dir_state.offline:
         log._ensure_online()
     if dir_state.full:
@@ -1571,7 +1620,7 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
     # The roll check (Kafka's maybeRoll); an I/O error in it takes the dir offline as the append's own would.
     try:
         # LogSegments' newest segment (its active_segment property, without the call).
-        segment = (<LogSegmentsState?>log.segments)._last
+        segment = log.segments._last
         if segment is None:
             segment = log.segments.active_segment
         if incoming > segment_bytes:
@@ -1591,17 +1640,18 @@ cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, 
         raise log._io_failure(f"append of {incoming} bytes at offset {first_offset}", err) from err
     if leader:
         # Every batch was stamped with leader_epoch: the first one is the only one the cache can take.
-        (<EpochCacheState?>log.leader_epochs)._assign(leader_epoch, first_offset)
+        log.leader_epochs._assign(leader_epoch, first_offset)
     else:
         for epoch, start_offset in scan.epoch_starts():
-            (<EpochCacheState?>log.leader_epochs)._assign(epoch, start_offset)
+            log.leader_epochs._assign(epoch, start_offset)
     if producers is not None:
         log._apply_producers(producers[0], producers[1], segment, last_offset)
     log_end = last_offset + 1
     end = log_end  # one int object for the published end and the producer state's map end
     # The segment's new size, as its .log holds it (position + incoming), not a new int object.
-    log._end = (end, segment.base_offset, (<FileAppendState?>segment._log)._size)
-    (<ProducerStateManagerState?>log.producer_state).map_end_offset = end
+    file = segment._log  # made by the write
+    log._end = (end, segment.base_offset, file._size)
+    log.producer_state.map_end_offset = end
     key_index = log.key_index
     if key_index is not None:
         key_index.notify()
