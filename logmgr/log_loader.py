@@ -352,7 +352,7 @@ class _Listing:
         return [name for suffix in suffixes for name in by_suffix[suffix]]
 
     def forget(self, name: str) -> None:
-        """Drop ``name`` (a file the load removed) from the listing. O(names with its suffix)."""
+        """Drop ``name`` (a file the load removed) from the listing. O(names listed)."""
         del self.files[name]
         for names in self.by_suffix.values():
             if name in names:
