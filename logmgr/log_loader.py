@@ -45,13 +45,13 @@ from logmgr.log_segments import LogSegments
 from logmgr.producer_state import ProducerStateManager
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
 from segments._native.batches import tail_next_offset
+from segments._native.listing import names_by_suffix
 from segments.errors import (
     CorruptIndexError,
     InvalidOffsetError,
     LogSegmentOffsetOverflowError,
     StorageFormatError,
 )
-from segments.java_numbers import INT64_MAX
 from segments.key_index import KEY_INDEX_SUFFIX
 from segments.log_segment import LogSegment
 from segments.naming import (
@@ -65,6 +65,7 @@ from segments.naming import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     PartitionDirName,
+    canonical_offsets,
     filename_prefix_from_offset,
     log_file,
     offset_from_file_name,
@@ -81,10 +82,10 @@ logger = logging.getLogger("logmgr.loader")
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-_NAME_DIGITS = len(filename_prefix_from_offset(0))
-# The final suffixes of the files step 1 acts on: a listing with none of them is left as it is. Suffix tuples are
-# matched by str.endswith (one call per name in C), every suffix here and above having one dot.
+# The final suffixes of the files step 1 acts on: a listing with none of them is left as it is.
 _TRANSIENT_SUFFIXES = (TMP_SUFFIX, DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+# The final suffixes a listing groups its names by (each with one dot): every test of a load's clean path.
+_LISTED_SUFFIXES = (*_SEGMENT_SUFFIXES, *_TRANSIENT_SUFFIXES)
 
 
 def load_log(
@@ -141,7 +142,9 @@ def load_log(
         if listing is None:
             listing = _list_files(partition_dir)
         files = listing.files
-        producer_state = ProducerStateManager(partition_dir, producer_id_expiration_ms, clock, listing=files)
+        producer_state = ProducerStateManager(
+            partition_dir, producer_id_expiration_ms, clock, snapshot_names=listing.named(SNAPSHOT_SUFFIX)
+        )
         leader_epochs = LeaderEpochCache(partition_dir)
         segments, needs_recovery = _open_segments(partition_dir, listing, config, stats, clock)
         context = _LoadContext(
@@ -335,10 +338,25 @@ def _is_partition_temporary_target(name: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class _Listing:
     """One read of a partition dir: its regular files (links to one included, as ``Path.is_file`` counts them) by
-    name, and which of them are symbolic links."""
+    name, which of them are symbolic links, and their names by final suffix, for every suffix of
+    ``_LISTED_SUFFIXES`` (the text from the last dot, what ``str.endswith`` of a one-dot suffix tests), in listing
+    order: each step of the load looks up the kind of file it wants instead of testing every name."""
 
     files: dict[str, os.DirEntry[str]]
     links: frozenset[str]
+    by_suffix: dict[str, list[str]]
+
+    def named(self, *suffixes: str) -> list[str]:
+        """The names ending with one of ``suffixes`` (of ``_LISTED_SUFFIXES``), suffix by suffix. O(names returned)."""
+        by_suffix = self.by_suffix
+        return [name for suffix in suffixes for name in by_suffix[suffix]]
+
+    def forget(self, name: str) -> None:
+        """Drop ``name`` (a file the load removed) from the listing. O(names listed)."""
+        del self.files[name]
+        for names in self.by_suffix.values():
+            if name in names:
+                names.remove(name)
 
 
 def _list_files(partition_dir: Path) -> _Listing:
@@ -354,15 +372,14 @@ def _list_files(partition_dir: Path) -> _Listing:
         entries = list(scan)
     # One type test per entry for the regular files (all of a dir without links or subdirectories).
     files = {entry.name: entry for entry in entries if entry.is_file(follow_symlinks=False)}
-    if len(files) == len(entries):
-        return _Listing(files, frozenset())
     links = set()
-    for entry in entries:
-        if entry.is_symlink():
-            links.add(entry.name)
-            if entry.is_file():
-                files[entry.name] = entry
-    return _Listing(files, frozenset(links))
+    if len(files) != len(entries):
+        for entry in entries:
+            if entry.is_symlink():
+                links.add(entry.name)
+                if entry.is_file():
+                    files[entry.name] = entry
+    return _Listing(files, frozenset(links), names_by_suffix(files, _LISTED_SUFFIXES))
 
 
 def _complete_swaps_and_remove_temporaries(partition_dir: Path, stats: RecoveryStats) -> _Listing | None:
@@ -370,15 +387,15 @@ def _complete_swaps_and_remove_temporaries(partition_dir: Path, stats: RecoveryS
     nothing changed it (a clean dir: step 2 reuses it), else None. O(entries)."""
     listing = _list_files(partition_dir)
     files = listing.files
-    transient = [name for name in files if name.endswith(_TRANSIENT_SUFFIXES)]
-    if not transient:
+    by_suffix = listing.by_suffix
+    if not any(by_suffix[suffix] for suffix in _TRANSIENT_SUFFIXES):
         # No temporary, pending delete, cleaning or swap (a clean dir): nothing below would act.
         return listing
     changed = False
-    if any(name.endswith(TMP_SUFFIX) for name in transient):
+    if by_suffix[TMP_SUFFIX]:
         for name in remove_temporaries(partition_dir, _is_partition_temporary_target):
             stats.actions.append(f"removed {name} (temporary of an interrupted write)")
-            del files[name]
+            listing.forget(name)
             changed = True
     swaps: list[Path] = []
     min_cleaned: int | None = None
@@ -456,19 +473,18 @@ def _open_segments(
     ``.txnindex`` is read, by Kafka's sanity check. A segment file that is a symbolic link is refused here
     (``OSError(ELOOP)`` naming it), as opening it would be. O(files)."""
     files = listing.files
-    log_names = sorted(name for name in files if name.endswith(LOG_SUFFIX))
-    index_names = [name for name in files if name.endswith(_INDEX_SUFFIXES)]
+    log_names = sorted(listing.named(LOG_SUFFIX))
+    index_names = listing.named(*_INDEX_SUFFIXES)
     stems = [name[: -len(LOG_SUFFIX)] for name in log_names]
-    # Names as Kafka writes them (20 ASCII digits, then the suffix) are parsed and matched in bulk; any other
-    # name goes through offset_from_file_name one by one.
-    joined = "".join(stems)
-    canonical = all(len(stem) == _NAME_DIGITS for stem in stems) and joined.isascii() and joined.isdigit()
-    bases = list(map(int, stems)) if canonical else []
-    if not canonical or (bases and bases[-1] > INT64_MAX):
+    # Names as Kafka writes them (20 ASCII digits, then the suffix) are parsed in bulk; any other name goes through
+    # offset_from_file_name one by one.
+    bases = canonical_offsets(log_names, LOG_SUFFIX)
+    canonical = bases is not None
+    if bases is None:
         bases = [offset_from_file_name(name) for name in log_names]
     # An index whose text before the first dot is a .log's canonical stem has that .log: no orphan.
     if index_names and not (canonical and {name[: name.find(".")] for name in index_names} <= set(stems)):
-        _remove_orphan_indexes(partition_dir, files, sorted(index_names), stats)
+        _remove_orphan_indexes(partition_dir, listing, sorted(index_names), stats)
     # One clock function, and one creation time, for every segment of the load.
     seconds = partial(_seconds, clock)
     created_ms = clock.time_ms()
@@ -501,16 +517,17 @@ def _open_segments(
 
 
 def _remove_orphan_indexes(
-    partition_dir: Path, files: dict[str, os.DirEntry[str]], index_names: list[str], stats: RecoveryStats
+    partition_dir: Path, listing: _Listing, index_names: list[str], stats: RecoveryStats
 ) -> None:
-    """Remove (from the dir and ``files``) each index named by an offset whose ``.log`` is not in ``files``.
+    """Remove (from the dir and ``listing``) each index named by an offset whose ``.log`` is not listed.
     O(len(index_names))."""
+    files = listing.files
     for name in index_names:
         offset = _offset_or_none(name)
         if offset is not None and filename_prefix_from_offset(offset) + LOG_SUFFIX not in files:
             (partition_dir / name).unlink()
             stats.actions.append(f"removed {name} (no .log)")
-            del files[name]
+            listing.forget(name)
 
 
 class _LoadContext:

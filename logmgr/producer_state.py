@@ -46,6 +46,7 @@ from segments.java_numbers import INT32_MAX
 from segments.naming import (
     DELETED_SUFFIX,
     SNAPSHOT_SUFFIX,
+    canonical_offsets,
     filename_prefix_from_offset,
     offset_from_file_name,
 )
@@ -580,10 +581,10 @@ class ProducerStateManager(ProducerStateManagerState):
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         clock: Clock | None = None,
         *,
-        listing: Iterable[str] | None = None,
+        snapshot_names: list[str] | None = None,
     ) -> None:
-        """``listing``: the names of the regular files of ``partition_dir`` when the caller has just listed it (a
-        log load), so the snapshots are found without listing it again; None lists it."""
+        """``snapshot_names``: the names of the regular ``*.snapshot`` files of ``partition_dir`` when the caller
+        has just listed it (a log load), so the snapshots are found without listing it again; None lists it."""
         if producer_id_expiration_ms < 1:
             raise ConfigError(
                 "producer.id.expiration.ms", f"must be at least 1, got {producer_id_expiration_ms}"
@@ -599,7 +600,7 @@ class ProducerStateManager(ProducerStateManagerState):
         # Completed transactions whose marker is not yet below the high watermark: still unstable for readers.
         self._unreplicated = {}
         self._snapshots = _snapshot_files(
-            self._dir, _list_regular_files(self._dir) if listing is None else listing
+            self._dir, _list_snapshot_files(self._dir) if snapshot_names is None else snapshot_names
         )
         # Snapshots a recovery set aside (see truncate_and_reload): not used, deleted unless written again.
         self._set_aside = {}
@@ -933,7 +934,7 @@ class ProducerStateManager(ProducerStateManagerState):
         listing just taken (a log load): the snapshots it knows, that listing's plus those it wrote or deleted
         since, are then the directory's. O(s log s + b) plus the directory scan."""
         if rescan:
-            self._snapshots = _snapshot_files(self._dir, _list_regular_files(self._dir))
+            self._snapshots = _snapshot_files(self._dir, _list_snapshot_files(self._dir))
         return self._delete_snapshots(stray_snapshots(self._snapshots, segment_base_offsets))
 
     def prune_snapshots_pre_2_8(self, segment_base_offsets: Sequence[int], recovery_point: int) -> list[int]:
@@ -976,21 +977,23 @@ class ProducerStateManager(ProducerStateManagerState):
         )
 
 
-def _list_regular_files(directory: Path) -> list[str]:
-    """Names of the regular files in ``directory`` (none if it is absent). O(entries)."""
+def _list_snapshot_files(directory: Path) -> list[str]:
+    """Names of the regular ``*.snapshot`` files in ``directory`` (none if it is absent). O(entries)."""
     try:
         with os.scandir(directory) as entries:
-            return [entry.name for entry in entries if entry.is_file()]
+            return [entry.name for entry in entries if entry.name.endswith(SNAPSHOT_SUFFIX) and entry.is_file()]
     except (FileNotFoundError, NotADirectoryError):
         return []
 
 
-def _snapshot_files(directory: Path, names: Iterable[str]) -> dict[int, str]:
-    """``{offset: file name}`` of the ``*.snapshot`` files among ``names`` (regular files of ``directory``). O(n)."""
+def _snapshot_files(directory: Path, names: list[str]) -> dict[int, str]:
+    """``{offset: file name}`` of the snapshot files ``names`` (regular ``*.snapshot`` files of ``directory``): in
+    bulk when all are named as Kafka names them, else one by one. O(n)."""
+    offsets = canonical_offsets(names, SNAPSHOT_SUFFIX)
+    if offsets is not None:
+        return dict(zip(offsets, names, strict=True))
     found: dict[int, str] = {}
     for name in names:
-        if not name.endswith(SNAPSHOT_SUFFIX):
-            continue
         try:
             found[offset_from_file_name(name)] = name
         except InvalidOffsetError:

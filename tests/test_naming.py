@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from segments._native.listing import names_by_suffix
 from segments.errors import InvalidOffsetError, InvalidPartitionDirError, InvalidTopicError
 from segments.java_numbers import parse_java_int
 from segments.naming import (
@@ -21,6 +22,7 @@ from segments.naming import (
     SWAP_SUFFIX,
     PartitionDirName,
     TopicPartition,
+    canonical_offsets,
     delete_dir_name,
     filename_prefix_from_offset,
     future_dir_name,
@@ -128,6 +130,48 @@ _NAME_CHARS = st.sampled_from("0123456789.+-a \u0663\uff11")
 def test_offset_from_file_name_agrees_with_the_strict_parse(name: str) -> None:
     # The canonical 20-digit fast path gives what Long.parseLong gives, and every other name takes the strict path.
     assert _offset_or_none(name) == _strict_offset(name)
+
+
+_NEAR_CANONICAL = st.one_of(
+    st.text(_NAME_CHARS, min_size=19, max_size=21),
+    st.integers(0, 10**20 - 1).map(lambda n: f"{n:020d}"),
+    st.integers(2**63 - 5, 2**63 + 5).map(lambda n: f"{n:020d}"),
+)
+
+
+@given(stems=st.lists(_NEAR_CANONICAL, max_size=6), suffix=st.sampled_from([".log", ".snapshot"]))
+def test_canonical_offsets_are_the_one_by_one_parse(stems: list[str], suffix: str) -> None:
+    # The bulk parse answers only when every name is canonical, and then as offset_from_file_name does.
+    names = [stem + suffix for stem in stems]
+    offsets = canonical_offsets(names, suffix)
+    canonical = all(len(stem) == 20 and stem.isascii() and stem.isdigit() and int(stem) < 2**63 for stem in stems)
+    assert offsets == ([offset_from_file_name(name) for name in names] if canonical else None)
+
+
+_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".deleted", ".swap", ".tmp")
+
+
+@given(
+    names=st.lists(
+        st.builds(
+            lambda stem, tail: stem + tail,
+            st.text("0.ab", max_size=4),
+            st.sampled_from([*_SUFFIXES, ".log.deleted", ".checkpoint.tmp", "log", ".lo", ".logs", "", "."]),
+        ),
+        unique=True,
+    )
+)
+def test_names_by_suffix_is_endswith(names: list[str]) -> None:
+    # Each name in the group of the one suffix it ends with (one-dot suffixes: at most one matches), in order.
+    assert names_by_suffix(names, _SUFFIXES) == {
+        suffix: [name for name in names if name.endswith(suffix)] for suffix in _SUFFIXES
+    }
+
+
+@pytest.mark.parametrize("suffix", ["log", ".log.deleted", "", "x.log"])
+def test_names_by_suffix_refuses_a_suffix_not_of_one_leading_dot(suffix: str) -> None:
+    with pytest.raises(ValueError, match="one dot"):
+        names_by_suffix(["0.log"], (".index", suffix))
 
 
 def test_file_kinds() -> None:

@@ -1,0 +1,3 @@
+from collections.abc import Iterable
+
+def names_by_suffix(names: Iterable[str], suffixes: tuple[str, ...]) -> dict[str, list[str]]: ...
