@@ -17,6 +17,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from posix.fcntl cimport O_CLOEXEC, O_RDONLY, open
@@ -117,24 +118,33 @@ def register(default_type, legacy_type):
     _legacy_type = legacy_type
 
 
+cdef struct _CrcRun:
+    # The CRCs of a run of batches of a window, in order, and the next one a walk is expected to ask for.
+    int next
+    int count
+    Py_ssize_t pos[CRC_RUN_BATCHES]
+    uint32_t crc[CRC_RUN_BATCHES]
+
+
 cdef class _Window:
     """Bytes a walk fetched (or one batch given alone): the buffer export that keeps the pointer valid, and the
-    CRCs of the current run of batches."""
+    CRCs of the current run of batches (``run``: allocated by the first run computed, so that a window never
+    checked, as a header's or an empty one, is a small object: a new object is zeroed whole)."""
 
     cdef object obj
     cdef const uint8_t[::1] view
     cdef const uint8_t *data
     cdef Py_ssize_t size
     cdef bint immutable
-    cdef int run_next
-    cdef int run_count
-    cdef Py_ssize_t run_pos[CRC_RUN_BATCHES]
-    cdef uint32_t run_crc[CRC_RUN_BATCHES]
+    cdef _CrcRun *run
+
+    def __dealloc__(self):
+        PyMem_Free(self.run)
 
     cdef uint32_t crc_at(self, Py_ssize_t start, Py_ssize_t total):
         """CRC-32C of bytes [21, total) of the batch at ``start``, whose bytes lie in the window (callers made
         sure; total >= 61). O(1) when a run computed it, else O(run bytes) without the GIL."""
-        cdef int i = self.run_next
+        cdef _CrcRun *run = self.run
         cdef uint32_t crc
         if not self.immutable:
             # A caller's bytearray may change between two checks: nothing is cached.
@@ -143,12 +153,18 @@ cdef class _Window:
             with nogil:
                 crc = logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
             return crc
-        if i < self.run_count and self.run_pos[i] == start:
-            self.run_next = i + 1
-            return self.run_crc[i]
+        if run != NULL and run.next < run.count and run.pos[run.next] == start:
+            run.next += 1
+            return run.crc[run.next - 1]
+        if run == NULL:
+            run = self.run = <_CrcRun *>PyMem_Malloc(sizeof(_CrcRun))
+            if run == NULL:
+                # No memory for a run: this batch alone, nothing cached.
+                return logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+            run.count = 0
         self._compute_run(start, total)
-        self.run_next = 1
-        return self.run_crc[0]
+        run.next = 1
+        return run.crc[0]
 
     cdef void _compute_run(self, Py_ssize_t start, Py_ssize_t total):
         # Computed into locals without the GIL and published with it held: another thread checking a batch of the
@@ -164,7 +180,8 @@ cdef class _Window:
         cdef uint32_t run_crc[CRC_RUN_BATCHES]
         cdef const uint8_t *run_data[CRC_RUN_BATCHES]
         cdef size_t run_length[CRC_RUN_BATCHES]
-        self.run_count = 0
+        cdef _CrcRun *run = self.run  # allocated by the caller
+        run.count = 0
         with nogil:
             # The asked batch first (validated by its caller), then the whole magic-2 batches following it.
             run_pos[0] = start
@@ -187,9 +204,9 @@ cdef class _Window:
                 pos += LOG_OVERHEAD + length
             logmgr_crc32c_many(run_data, run_length, run_crc, n)
         for i in range(n):
-            self.run_pos[i] = run_pos[i]
-            self.run_crc[i] = run_crc[i]
-        self.run_count = n
+            run.pos[i] = run_pos[i]
+            run.crc[i] = run_crc[i]
+        run.count = n
 
 
 cdef _Window _window_of(object buffer):
