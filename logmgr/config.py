@@ -391,6 +391,13 @@ class LogConfig:
         magnitude = 0 if signed == INT32_MIN else abs(signed)
         return magnitude % min(self.segment_jitter_ms, self.segment_ms)
 
+    def random_segment_jitters(self, rng: random.Random, count: int) -> list[int]:
+        """:meth:`random_segment_jitter` for ``count`` new segments in turn (a log load's), with no draw and no call
+        per segment when there is no jitter. O(count)."""
+        if self.segment_jitter_ms == 0:
+            return [0] * count
+        return [self.random_segment_jitter(rng) for _ in range(count)]
+
 
 _LOG_SPECS = _specs(LogConfig)
 _TOPIC_SPECS_BY_KEY = {spec.key: (name, spec) for name, spec in _LOG_SPECS.items()}

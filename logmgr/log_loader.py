@@ -187,7 +187,7 @@ def load_log(
         leader_epochs.clear()
     if segments.is_empty():
         base = 0 if is_deleted_dir else log_start_offset
-        segments.add(_open_segment(partition_dir, base, config, partial(_seconds, clock), create=True))
+        segments.add(_open_segment(partition_dir, base, config, partial(_seconds, clock)))
         stats.actions.append(f"created an empty segment at offset {base}")
         last_next_offset = base
     # The active segment keeps preallocated indexes (trimmed ones are re-expanded), as after Kafka's load; an
@@ -247,27 +247,13 @@ def _seconds(clock: Clock) -> float:
     return clock.time_ms() / 1000
 
 
-def _open_segment(
-    partition_dir: Path,
-    base_offset: int,
-    config: LogConfig,
-    seconds: Callable[[], float],
-    *,
-    create: bool,
-    listed: bool = False,
-    size: int | None = None,
-    created_ms: int | None = None,
-    txn_index_listed: bool = True,
-) -> LogSegment:
+def _open_segment(partition_dir: Path, base_offset: int, config: LogConfig, seconds: Callable[[], float]) -> LogSegment:
+    """A new (created) segment at ``base_offset``, its indexes mapped. O(1)."""
     # Kafka draws each segment's roll jitter when the segment object is created, loaded segments included.
     return LogSegment.open(
         partition_dir,
         base_offset,
-        create=create,
-        listed=listed,
-        size=size,
-        created_ms=created_ms,
-        txn_index_listed=txn_index_listed,
+        create=True,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
         roll_jitter_ms=config.random_segment_jitter(_JITTER_RNG),
@@ -485,23 +471,35 @@ def _open_segments(
     # An index whose text before the first dot is a .log's canonical stem has that .log: no orphan.
     if index_names and not (canonical and {name[: name.find(".")] for name in index_names} <= set(stems)):
         _remove_orphan_indexes(partition_dir, listing, sorted(index_names), stats)
-    # One clock function, and one creation time, for every segment of the load.
-    seconds = partial(_seconds, clock)
-    created_ms = clock.time_ms()
     links = listing.links
-    opened: list[LogSegment] = []
-    needs_recovery: list[LogSegment] = []
-    active_base = max(bases, default=None)
-    for name, prefix, base in zip(log_names, stems, bases, strict=True):
-        if links:
+    if links:
+        for prefix in stems:
             for kind in _SEGMENT_FILE_SUFFIXES:
                 if prefix + kind in links:
                     raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", files[prefix + kind].path)
-        txn_entry = files.get(prefix + TXN_INDEX_SUFFIX)
-        segment = _open_segment(
-            partition_dir, base, config, seconds, create=False, listed=True, created_ms=created_ms,
-            size=files[name].stat().st_size if base == active_base else None, txn_index_listed=txn_entry is not None,
-        )
+    active_base = max(bases, default=None)
+    # The active segment's .log length from the listing's stat (the load's log end needs it); the others learn theirs
+    # on first use.
+    sizes = [
+        files[name].stat().st_size if base == active_base else None
+        for name, base in zip(log_names, bases, strict=True)
+    ]
+    txn_entries = [files.get(prefix + TXN_INDEX_SUFFIX) for prefix in stems]
+    # Every segment in one call, one clock function and one creation time for them all; Kafka draws each
+    # segment's roll jitter when its object is created.
+    opened = LogSegment.listed(
+        partition_dir,
+        bases,
+        sizes=sizes,
+        txn_indexes_listed=[entry is not None for entry in txn_entries],
+        roll_jitters_ms=config.random_segment_jitters(_JITTER_RNG, len(bases)),
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        clock=partial(_seconds, clock),
+        created_ms=clock.time_ms(),
+    )
+    needs_recovery: list[LogSegment] = []
+    for prefix, segment, txn_entry in zip(stems, opened, txn_entries, strict=True):
         txn_corrupt = False
         if txn_entry is not None and txn_entry.stat().st_size >= AbortedTxn.SIZE:
             try:
@@ -511,7 +509,6 @@ def _open_segments(
             segment.txn_index.close()
         if prefix + INDEX_SUFFIX not in files or txn_corrupt:
             needs_recovery.append(segment)
-        opened.append(segment)
     # Built in one go from the ascending listing (a later name with the same offset replaces an earlier one).
     return LogSegments(opened), needs_recovery
 

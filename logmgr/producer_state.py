@@ -589,8 +589,10 @@ class ProducerStateManager(ProducerStateManagerState):
             raise ConfigError(
                 "producer.id.expiration.ms", f"must be at least 1, got {producer_id_expiration_ms}"
             )
-        self._dir = Path(partition_dir)
-        # The snapshot writes of a load (one per recovered segment) name their files from this string, no Path.
+        # A load passes its Path: Path(path) would parse it again.
+        self._dir = partition_dir if isinstance(partition_dir, Path) else Path(partition_dir)
+        # The snapshot reads and writes of a load (one per recovered segment) name their files from this string, no
+        # Path.
         self._dir_name = os.fspath(self._dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._clock = SystemClock() if clock is None else clock
@@ -787,7 +789,7 @@ class ProducerStateManager(ProducerStateManagerState):
     def _load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
         while self._snapshots:
             offset = max(self._snapshots)
-            path = self._dir / self._snapshots[offset]
+            path = f"{self._dir_name}/{self._snapshots[offset]}"
             try:
                 snapshot = read_producer_snapshot(path)
             except CorruptSnapshotError as err:

@@ -21,7 +21,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -176,7 +176,7 @@ _TIME_ENTRY = struct.Struct(">qi")
 class LogSegment(SegmentAppendState):
     """A segment: ``.log`` + offset index + time index + transaction index, starting at ``base_offset``.
 
-    A segment loaded from a directory listing (:meth:`open` with ``listed``) holds only its directory and base
+    A segment loaded from a directory listing (:meth:`listed`) holds only its directory and base
     offset (and the ``.log`` length when the listing had it: the active segment's): each of its four files gets its
     object, and is opened, on first use (Kafka's lazy index, extended to the ``.log`` and ``.txnindex``), and
     :meth:`release` closes them again. Its ``.log`` length is learned by one ``stat`` the first time :attr:`size`
@@ -193,7 +193,7 @@ class LogSegment(SegmentAppendState):
 
     # The state is kept in C fields of SegmentAppendState (slots, declared here for the type checker), whose
     # defaults (None; "" and False where said) are what a listed segment does not have yet: a log load makes
-    # thousands of segments and most are never used, so each sets only what differs.
+    # thousands of segments and most are never used, so each is given only what the compiled _setup sets.
     # None until first use (made under _MAKING):
     _log: FileRecords | None
     _offset_index: LazyIndex[OffsetIndex] | None
@@ -237,37 +237,6 @@ class LogSegment(SegmentAppendState):
         )
         self._txn_index = txn_index
 
-    def _setup(
-        self,
-        directory: Path,
-        base_offset: int,
-        file_suffix: str,
-        size: int | None,
-        writable: bool,
-        max_index_size: int,
-        index_interval_bytes: int,
-        roll_jitter_ms: int,
-        clock: Callable[[], float],
-        created_ms: int | None = None,
-        txn_index_listed: bool = True,
-    ) -> None:
-        # What the files are opened from; none of them is created here (see the properties below), and what the
-        # class defaults already say is not set again. ``size``: a listed segment's ``.log`` length, if known.
-        self._directory = directory
-        if file_suffix:
-            self._suffix = file_suffix
-        if size is not None:
-            self._listed_size = size
-        if not txn_index_listed:
-            self._txn_index_unlisted = True
-        self._writable = writable
-        self._max_index_size = max_index_size
-        self.base_offset = base_offset
-        self.index_interval_bytes = index_interval_bytes
-        self.roll_jitter_ms = roll_jitter_ms
-        self._clock = clock
-        self.created_ms = int(clock() * 1000) if created_ms is None else created_ms
-
     # -- opening ----------------------------------------------------------------------------------------------
 
     @classmethod
@@ -284,19 +253,11 @@ class LogSegment(SegmentAppendState):
         roll_jitter_ms: int = 0,
         clock: Callable[[], float] = time.time,
         preallocate_bytes: int = 0,
-        listed: bool = False,
-        size: int | None = None,
-        created_ms: int | None = None,
-        txn_index_listed: bool = True,
     ) -> LogSegment:
         """Open (``create=True``: create) the segment with ``base_offset`` in ``directory``. O(1).
 
-        ``preallocate_bytes`` reserves that much disk for a new ``.log`` (Kafka's ``preallocate``). ``listed``: the
-        segment comes from a directory listing, so nothing is opened, read or stat'ed now, every file on first use
-        (a log load's segments); ``size`` is then the ``.log`` length the listing's stat found, if it has one (the
-        load's active segment), else the length is learned on first use. ``created_ms`` is the segment object's
-        creation time (default: ``clock`` now; a load reads its clock once for all its segments).
-        ``txn_index_listed=False``: the listing has no ``.txnindex`` for it, so a recovery opens none to empty it.
+        ``preallocate_bytes`` reserves that much disk for a new ``.log`` (Kafka's ``preallocate``). A segment of a
+        directory listing, whose files are all opened on first use, is made by :meth:`listed`.
 
         A writable segment creates missing index files (preallocated to ``max_index_size``, blocks allocated) when
         it maps them. A read-only segment (tools) needs the ``.log``; a missing ``.index``/``.timeindex`` reads as
@@ -304,16 +265,8 @@ class LogSegment(SegmentAppendState):
         ``OSError`` naming the file; nothing opened is left open.
         """
         segment = cls.__new__(cls)
-        # A log load passes its Path for every segment: Path(path) would parse it again.
+        # A Path given is kept: Path(path) would parse it again.
         directory = directory if isinstance(directory, Path) else Path(directory)
-        if listed:
-            segment._setup(
-                directory, base_offset, file_suffix, size, writable, max_index_size, index_interval_bytes,
-                roll_jitter_ms, clock, created_ms, txn_index_listed,
-            )
-            return segment
-        if size is not None or not txn_index_listed:
-            raise ValueError("a size and txn_index_listed are the listing's: only for a listed segment")
         log = FileRecords(
             log_file(directory, base_offset, file_suffix),
             writable=writable,
@@ -322,7 +275,7 @@ class LogSegment(SegmentAppendState):
         )
         segment._setup(
             directory, base_offset, file_suffix, None, writable, max_index_size, index_interval_bytes,
-            roll_jitter_ms, clock, created_ms,
+            roll_jitter_ms, clock,
         )
         segment._set_log(log)
         if create:
@@ -338,6 +291,47 @@ class LogSegment(SegmentAppendState):
                 log.close()
                 raise
         return segment
+
+    @classmethod
+    def listed(
+        cls,
+        directory: Path,
+        base_offsets: Sequence[int],
+        *,
+        sizes: Sequence[int | None] | None = None,
+        txn_indexes_listed: Sequence[bool] | None = None,
+        roll_jitters_ms: Sequence[int] | None = None,
+        writable: bool = True,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        clock: Callable[[], float] = time.time,
+        created_ms: int | None = None,
+    ) -> list[LogSegment]:
+        """The segments of ``directory`` with ``base_offsets``, from a directory listing (a log load's): nothing is
+        opened, read or stat'ed now, every file on first use. Per segment, in the order of ``base_offsets``:
+        ``sizes``, the ``.log`` length the listing's stat found, if it has one (the load's active segment), else
+        None, learned on first use; ``txn_indexes_listed``, False when the listing has no ``.txnindex`` for it (a
+        recovery then opens none to empty it); ``roll_jitters_ms`` (default 0). ``created_ms``: the creation time
+        of them all (default: ``clock`` now). All in one call, with no interpreted frame per segment: a load makes
+        every segment of every partition. O(len(base_offsets))."""
+        count = len(base_offsets)
+        created = int(clock() * 1000) if created_ms is None else created_ms
+        segments: list[LogSegment] = []
+        new = cls.__new__
+        for base_offset, size, txn_index_listed, roll_jitter_ms in zip(
+            base_offsets,
+            [None] * count if sizes is None else sizes,
+            [True] * count if txn_indexes_listed is None else txn_indexes_listed,
+            [0] * count if roll_jitters_ms is None else roll_jitters_ms,
+            strict=True,
+        ):
+            segment = new(cls)
+            segment._setup(
+                directory, base_offset, "", size, writable, max_index_size, index_interval_bytes, roll_jitter_ms,
+                clock, created, txn_index_listed,
+            )
+            segments.append(segment)
+        return segments
 
     @property
     def log(self) -> FileRecords:

@@ -174,7 +174,7 @@ def test_clean_startup_reads_the_active_segment_when_the_checkpoint_disagrees(tm
     if change == "cut-active-log":
         # The last batch (one record) cut after the shutdown: the log ends one offset lower.
         size = active_log.stat().st_size
-        last = LogSegment.open(partition, int(active_log.stem), listed=True, size=size, writable=False)
+        last = LogSegment.listed(partition, [int(active_log.stem)], sizes=[size], writable=False)[0]
         last_position = max(found.position for found in last.batches())
         last.close()
         os.truncate(active_log, last_position)
@@ -278,7 +278,7 @@ def test_unopened_segments_rename_close_and_delete_by_name(tmp_path: Path) -> No
     log.close()
     names = sorted(p.name for p in (tmp_path / "t-0").iterdir() if p.name.startswith("00000000000000000000"))
     assert [name.split(".", 1)[1] for name in names] == ["index", "log", "timeindex", "txnindex"]
-    listed = LogSegment.open(tmp_path / "t-0", 0, listed=True)
+    listed = LogSegment.listed(tmp_path / "t-0", [0])[0]
     listed.flush()
     assert not listed.size_known
     listed.rename_to_deleted()
@@ -292,7 +292,7 @@ def test_unopened_segments_rename_close_and_delete_by_name(tmp_path: Path) -> No
     assert listed.read(0, 1 << 20) is not None
     listed.delete()
     assert not [p for p in (tmp_path / "t-0").iterdir() if p.name.startswith("00000000000000000000")]
-    never_opened = LogSegment.open(tmp_path / "t-0", log.log_end_offset, listed=True, size=0)
+    never_opened = LogSegment.listed(tmp_path / "t-0", [log.log_end_offset], sizes=[0])[0]
     never_opened.close()
     never_opened.close()
     assert never_opened.log.closed and never_opened.open_files == ()

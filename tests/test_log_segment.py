@@ -12,7 +12,7 @@ from logmgr.reindex import reindex
 from logmgr.verify import verify_paths
 from segments.compression import CompressionType
 from segments.errors import CorruptRecordError, IndexFullError, IndexOffsetOverflowError, SegmentClosedError
-from segments.log_segment import LogSegment
+from segments.log_segment import DEFAULT_INDEX_INTERVAL_BYTES, LogSegment
 from segments.records import (
     ControlRecordType,
     DefaultRecordBatch,
@@ -162,6 +162,15 @@ def test_recover_truncates_torn_tail(tmp_path: Path, cut: int) -> None:
     assert verify_paths([tmp_path]).ok
 
 
+def _opened_or_listed(
+    directory: Path, base_offset: int, listed: bool, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+) -> LogSegment:
+    """The segment at ``base_offset``: opened, or made from a listing (every file opened on first use)."""
+    if listed:
+        return LogSegment.listed(directory, [base_offset], index_interval_bytes=index_interval_bytes)[0]
+    return LogSegment.open(directory, base_offset, index_interval_bytes=index_interval_bytes)
+
+
 @pytest.mark.parametrize("listed", [False, True])
 def test_recover_reports_the_next_offset_it_read_only_when_the_scan_ended_without_error(
     tmp_path: Path, listed: bool
@@ -169,21 +178,21 @@ def test_recover_reports_the_next_offset_it_read_only_when_the_scan_ended_withou
     segment = LogSegment.open(tmp_path, 100, create=True)
     positions = _fill(segment, 6)
     segment.close()
-    segment = LogSegment.open(tmp_path, 100, listed=listed)
+    segment = _opened_or_listed(tmp_path, 100, listed)
     assert segment.recover().next_offset == segment.read_next_offset() == 130
     segment.close()
     log = tmp_path / "00000000000000000100.log"
     data = bytearray(log.read_bytes())
     data[positions[3] + 70] ^= 0x01
     log.write_bytes(bytes(data))
-    segment = LogSegment.open(tmp_path, 100, listed=listed)
+    segment = _opened_or_listed(tmp_path, 100, listed)
     result = segment.recover()
     # Stopped at a corrupt batch: the caller reads the next offset from the truncated log.
     assert result.error is not None and result.next_offset is None
     assert segment.read_next_offset() == 115
     segment.close()
     log.write_bytes(b"")
-    segment = LogSegment.open(tmp_path, 100, listed=listed)
+    segment = _opened_or_listed(tmp_path, 100, listed)
     assert segment.recover().next_offset == segment.read_next_offset() == 100
     segment.close()
 
@@ -356,7 +365,7 @@ def test_recover_leaves_a_correct_index_file_untouched(tmp_path: Path, listed: b
         # An old modification time: any write by the recovery (even in the same clock tick) would change it.
         os.utime(path, ns=(1_000_000_000, 1_000_000_000))
         before[suffix] = path.stat()
-    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=300, listed=listed)
+    segment = _opened_or_listed(tmp_path, 0, listed, index_interval_bytes=300)
     result = segment.recover()
     assert result.error is None and result.truncated_bytes == 0
     for suffix, data in expected.items():
@@ -389,7 +398,7 @@ def test_recover_rewrites_a_wrong_index_to_exactly_the_rebuilt_bytes(tmp_path: P
         path.unlink()
     else:
         path.write_bytes(damaged[damage])
-    segment = LogSegment.open(tmp_path, 0, index_interval_bytes=300, listed=True)
+    segment = LogSegment.listed(tmp_path, [0], index_interval_bytes=300)[0]
     result = segment.recover()
     assert result.error is None and result.truncated_bytes == 0
     for name, rebuilt in expected.items():

@@ -1,4 +1,4 @@
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from segments.errors import CorruptRecordError
@@ -198,6 +198,20 @@ class SegmentAppendState:
     def _offset_index(self) -> Any: ...
     @property
     def _time_index(self) -> Any: ...
+    def _setup(
+        self,
+        directory: Any,
+        base_offset: int,
+        file_suffix: str,
+        size: int | None,
+        writable: bool,
+        max_index_size: int,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        clock: Callable[[], float],
+        created_ms: int | None = None,
+        txn_index_listed: bool = True,
+    ) -> None: ...
     def _set_log(self, log: FileAppendState) -> None: ...
     def _set_index_holders(self, offset_index: LazyIndexState | None, time_index: LazyIndexState | None) -> None: ...
     _txn_index: Any

@@ -950,6 +950,25 @@ cdef class SegmentAppendState:
         self._suffix = ""
         self._closed = False
 
+    def _setup(self, directory, base_offset, str file_suffix, size, writable, max_index_size, index_interval_bytes,
+               roll_jitter_ms, clock, created_ms=None, bint txn_index_listed=True):
+        """Set what a segment's files are opened from (none of them is made or opened here): its ``directory``,
+        ``base_offset`` and ``file_suffix``, ``size`` (a listed segment's ``.log`` length, if known, else None),
+        ``txn_index_listed`` (False: its listing has no ``.txnindex``), ``created_ms`` (None: ``clock()`` now).
+        Compiled: a log load sets up every segment of every partition, and an interpreted frame per segment was a
+        tenth of a clean load. O(1)."""
+        self._directory = directory
+        self._suffix = file_suffix
+        self._listed_size = size
+        self._txn_index_unlisted = not txn_index_listed
+        self._writable = writable
+        self._max_index_size = max_index_size
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock
+        self.created_ms = int(clock() * 1000) if created_ms is None else created_ms
+
     def _set_log(self, FileAppendState log):
         """Hold ``log`` as the segment's ``.log`` object. O(1)."""
         self._log = log
