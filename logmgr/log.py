@@ -59,7 +59,6 @@ from segments._native.append import (
     LogAppendState,
     LogDirState,
     WriterLock,
-    append_to_log,
 )
 from segments._native.fetch import FetchData
 from segments.compression import CompressionType
@@ -77,7 +76,6 @@ from segments.naming import (
 )
 from segments.records import (
     MAGIC_V2,
-    NO_PARTITION_LEADER_EPOCH,
     NO_TIMESTAMP,
     ControlRecordType,
     DecodeLimits,
@@ -209,7 +207,6 @@ class RecoveryStats:
         return self.unsynced_snapshots > 0 or self.recovered_segments > 0
 
 
-_CLIENT = AppendOrigin.CLIENT  # read on every append: a module global, not an enum class attribute lookup
 
 
 def _synchronous(func: Callable[[], None]) -> None:
@@ -471,21 +468,6 @@ class Log(LogAppendState):
             marker=EndTransactionMarker(control_type, coordinator_epoch),
         )
         return self.append_as_leader(marker, leader_epoch=leader_epoch, origin=AppendOrigin.COORDINATOR)
-
-    def append_as_leader(
-        self, records: bytes, *, leader_epoch: int = 0, origin: AppendOrigin = AppendOrigin.CLIENT
-    ) -> LogAppendInfo:
-        """Append whole magic-2 batches, assigning offsets from the log end offset and stamping the leader epoch
-        (and the append time for LogAppendTime topics). Idempotent producers' duplicates are not written again:
-        the original offsets are returned with ``duplicate=True``. O(size)."""
-        return append_to_log(self, records, True, leader_epoch, origin, origin is _CLIENT)
-
-    def append_as_follower(self, records: bytes) -> LogAppendInfo:
-        """Append batches with their offsets as given (replication, restore, an intra-broker move): strictly
-        increasing and starting at or above the log end offset. Magic 0/1 entries are taken as they are, bytes
-        unchanged (Kafka's ``appendAsFollower``), once decoded whole: CRC-32, message, a wrapper's inner set.
-        O(size)."""
-        return append_to_log(self, records, False, NO_PARTITION_LEADER_EPOCH, AppendOrigin.REPLICATION, False)
 
     def _validate(self, records: bytes, scan: AppendScan, max_message_bytes: int) -> None:
         """Kafka's checks of every batch before an append, in its order (batch by batch: the file rule, magic 2

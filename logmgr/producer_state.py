@@ -17,7 +17,6 @@ Not thread-safe: the owning log serializes every call, as Kafka's log lock does.
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 from collections import deque
@@ -41,6 +40,7 @@ from logmgr.errors import (
     TransactionCoordinatorFencedError,
 )
 from segments._native.append import ProducerStateManagerState
+from segments.append_origin import AppendOrigin
 from segments.errors import CorruptRecordError, CorruptSnapshotError, InvalidOffsetError
 from segments.java_numbers import INT32_MAX
 from segments.naming import (
@@ -85,17 +85,6 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 """Default of ``producer.id.expiration.ms`` (one day)."""
 
 _NO_COORDINATOR_EPOCH = -1
-
-
-class AppendOrigin(enum.Enum):
-    """Where an append comes from; decides how much :class:`ProducerAppendInfo` validates."""
-
-    REPLICATION = "replication"
-    """Copied from a leader or replayed from the log (recovery): already validated, nothing is refused."""
-    COORDINATOR = "coordinator"
-    """Written by the group or transaction coordinator: epochs are checked, sequences are not."""
-    CLIENT = "client"
-    """Sent by a producer: epochs, sequences, duplicates and transaction state are all checked."""
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:

@@ -1,6 +1,7 @@
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from segments.append_origin import AppendOrigin
 from segments.errors import CorruptRecordError
 
 SCAN_OK: int
@@ -161,10 +162,11 @@ class LogAppendState:
         self, segments: LogSegmentsState, leader_epochs: EpochCacheState, producer_state: ProducerStateManagerState
     ) -> None: ...
     def _set_dir_state(self, dir_state: LogDirState) -> None: ...
+    def append_as_leader(
+        self, records: bytes, *, leader_epoch: int = 0, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo: ...
+    def append_as_follower(self, records: bytes) -> LogAppendInfo: ...
 
-def append_to_log(
-    log: LogAppendState, records: bytes, leader: bool, leader_epoch: int, origin: object, client: bool
-) -> LogAppendInfo: ...
 
 class LazyIndexState:
     @property

@@ -74,6 +74,7 @@ from segments._native.wire cimport (
     store_be64,
 )
 
+from segments.append_origin import AppendOrigin
 from segments.errors import CorruptRecordError, RecordTooLargeError
 
 from time import monotonic
@@ -128,6 +129,9 @@ SCAN_OFFSET_OVERFLOW = _OFFSET_OVERFLOW
 SCAN_INVALID = _INVALID
 
 cdef int64_t _DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024  # segments.records.DEFAULT_MAX_RECORD_BYTES
+cdef int _NO_PARTITION_LEADER_EPOCH = -1  # segments.records.NO_PARTITION_LEADER_EPOCH
+cdef object _CLIENT = AppendOrigin.CLIENT
+cdef object _REPLICATION = AppendOrigin.REPLICATION
 
 cdef struct _Batch:
     size_t position
@@ -1513,6 +1517,20 @@ cdef class LogAppendState:
         """Hold ``dir_state``, the state of the log's dir (shared by the logs of that dir). O(1)."""
         self.dir_state = dir_state
 
+    def append_as_leader(self, records, *, int leader_epoch=0, origin=_CLIENT):
+        """Append whole magic-2 batches, assigning offsets from the log end offset and stamping the leader epoch
+        (and the append time for LogAppendTime topics). Idempotent producers' duplicates are not written again:
+        the original offsets are returned with ``duplicate=True``. ``origin``: an :class:`AppendOrigin`, a
+        producer's by default. O(size)."""
+        return _append(self, records, True, leader_epoch, origin, origin is _CLIENT)
+
+    def append_as_follower(self, records):
+        """Append batches with their offsets as given (replication, restore, an intra-broker move): strictly
+        increasing and starting at or above the log end offset. Magic 0/1 entries are taken as they are, bytes
+        unchanged (Kafka's ``appendAsFollower``), once decoded whole: CRC-32, message, a wrapper's inner set.
+        O(size)."""
+        return _append(self, records, False, _NO_PARTITION_LEADER_EPOCH, _REPLICATION, False)
+
 
 _expose_as_members(LogAppendState, (
     "config", "_facts", "_lock", "_closed", "_offline_error", "clock", "key_index", "group_commit", "_end",
@@ -1525,10 +1543,10 @@ _expose_as_members(LogAppendState, (
 ))
 
 
-def append_to_log(LogAppendState log, records, bint leader, int leader_epoch, origin, bint client):
+cdef LogAppendInfo _append(LogAppendState log, records, bint leader, int leader_epoch, origin, bint client):
     """The append of ``records`` (whole batches) to the partition log ``log`` (``logmgr.log.Log``: Kafka's
-    ``UnifiedLog.append``), compiled: every produce request passes here, and the same steps in Python cost twice
-    the write. The log's own methods take the rare branches (refusals, producer state, timestamp windows, a roll,
+    ``UnifiedLog.append``) for :meth:`LogAppendState.append_as_leader` and ``append_as_follower``, compiled: every
+    produce request passes here, and the same steps in Python cost twice the write. The log's own methods take the rare branches (refusals, producer state, timestamp windows, a roll,
     a due flush), so this is the one sequence of an append:
 
     validation (:func:`scan_append` and, past it, ``log._validate``; the null-key rule of a compacted topic) before
