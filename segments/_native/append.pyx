@@ -1468,7 +1468,7 @@ _expose_as_members(LogDirState, ("offline", "full", "failure"))
 
 cdef class LogAppendState:
     """The state of a partition log that every append reads (``logmgr.log.Log`` derives from this class), in C
-    fields that the Python class and :func:`append_to_log` share: the config and what appends derive from it
+    fields that the Python class and its append methods share: the config and what appends derive from it
     (``_facts``), the writer lock, the dir's state and the log's own failure, the clock, the segments, the leader
     epoch and producer state, the key index and group commit hooks, the published end (``_end``) and the recovery
     point. The Python class sets and reads them as attributes (their meaning and locking are its own), but for
@@ -1608,7 +1608,7 @@ cdef LogAppendInfo _append_to_log(LogAppendState log, records, bint leader, int 
 cdef LogAppendInfo _append_locked(LogAppendState log, records, AppendScan scan, bint leader, int leader_epoch,
                                   origin, bounded, roll_ms, stamp_append_time, long long segment_bytes,
                                   long long flush_messages, bint *durable_wait):
-    """:func:`append_to_log` under the writer lock: the result; ``durable_wait[0]`` set when the append must wait
+    """The append under the writer lock: the result; ``durable_wait[0]`` set when the append must wait
     for the log's group commit (``flush.messages`` reached)."""
     cdef long long first_offset, last_offset, max_timestamp, offset_of_max_timestamp, log_end, position
     cdef long long segment_timestamp, segment_offset_of_max
