@@ -20,6 +20,13 @@ format layer's encode of the same records, ``build_batch``, timed in the same ru
 ``DefaultRecordBatch.records()`` over the result (a full decode: the append itself only frames the records, in the
 native walk of ``segments._native.append``).
 
+Interleaved: the best-of figures compare passes timed apart, and a pass that meets a quiet minute of this shared
+machine sets its peer's best (they swing by 0.1 of the ratio from run to run). So each run also makes ``--repeats``
+interleaved passes: the raw write, the log append and the validation floor take the batches in turn, 128 at a
+time each, into their own files, in an order that rotates through the six orders chunk by chunk, every chunk
+timed; the report gives each pass's append / raw and the medians (for append and floor). They meet the same
+minutes, so these ratios move by about 0.02 from run to run.
+
 Every pass starts from an empty directory; the log end offset is checked after each. Each pass writes its first
 batch before the clock starts, and the table times the others: a steady state. The log's first append is a new
 log's one-off (it opens the segment's files and, as Kafka's ``LeaderEpochFileCache.assign`` does for every new
@@ -34,7 +41,9 @@ Run: ``.venv/bin/python bench/append_bench.py [--append-mib N | --quick] [--reco
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,6 +77,9 @@ QUICK_APPEND_MIB = 64
 DEFAULT_RECORD_BATCHES = 500
 QUICK_RECORD_BATCHES = 50
 PARTITION = "bench-0"
+INTERLEAVE_BATCHES = 128
+# The peers of an interleaved pass (raw write, log append, validation floor) in every order, one per chunk in turn.
+_INTERLEAVE_ORDERS = tuple(itertools.permutations(range(3)))
 CRC_RANGE_START = 21  # a v2 batch's CRC covers its bytes from the attributes on
 
 
@@ -176,6 +188,57 @@ def write_checked(scratch: Path, first: bytes, rest: Sequence[bytes], validate: 
         os.close(fd)
 
 
+@dataclass(frozen=True, slots=True)
+class Interleaved:
+    """Seconds of one interleaved pass's raw writes, log appends and validation floor (compiled validation then
+    ``os.write``), each the sum over its chunks."""
+
+    raw_s: float
+    log_s: float
+    floor_s: float
+
+
+def interleaved_pass(scratch: Path, first: bytes, rest: Sequence[bytes]) -> Interleaved:
+    """Write ``first`` by each peer, then (timed) ``rest`` in chunks of ``INTERLEAVE_BATCHES``: every chunk by the
+    raw ``os.write``, ``Log.append_as_leader`` and the floor in turn, to their own files, in the next of the six
+    orders. O(size)."""
+    directory = fresh_dir(scratch)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    raw_fd = os.open(directory / "raw.bin", flags, 0o644)
+    floor_fd = os.open(directory / "checked.bin", flags, 0o644)
+    log = load_log(directory / PARTITION, LogConfig())
+    try:
+        append, write = log.append_as_leader, os.write
+        max_message_bytes = LogConfig().max_message_bytes
+        append(first)
+        write(raw_fd, first)
+        write(floor_fd, first)
+        seconds = [0.0, 0.0, 0.0]
+        for chunk_number, start in enumerate(range(0, len(rest), INTERLEAVE_BATCHES)):
+            chunk = rest[start : start + INTERLEAVE_BATCHES]
+            for peer in _INTERLEAVE_ORDERS[chunk_number % len(_INTERLEAVE_ORDERS)]:
+                started = time.perf_counter()
+                if peer == 0:
+                    for batch in chunk:
+                        write(raw_fd, batch)
+                elif peer == 1:
+                    for batch in chunk:
+                        append(batch)
+                else:
+                    for batch in chunk:
+                        scan_append(batch, max_message_bytes, True, True)
+                        write(floor_fd, batch)
+                seconds[peer] += time.perf_counter() - started
+        expected_end = (len(rest) + 1) * SEGMENT_RECORDS_PER_BATCH
+        if log.log_end_offset != expected_end:
+            raise AssertionError(f"log end offset {log.log_end_offset} after appending, expected {expected_end}")
+        return Interleaved(*seconds)
+    finally:
+        log.close()
+        os.close(raw_fd)
+        os.close(floor_fd)
+
+
 def append_records(scratch: Path, calls: Sequence[Sequence[SimpleRecord]]) -> tuple[float, int]:
     """One ``append_records`` per list, no fsync; returns (seconds, log end offset). O(records)."""
     log = new_log(scratch)
@@ -214,6 +277,7 @@ class AppendResult:
     log_first_s: tuple[float, ...]  # each pass's first append, before its clock
     crc_write_s: float
     validate_write_s: float
+    interleaved: tuple[Interleaved, ...]
     record_calls: int
     records_per_call: int
     record_bytes: int
@@ -230,6 +294,16 @@ class AppendResult:
     def ratio_log_to_raw(self) -> float:
         """Log append throughput over raw write throughput (no fsync): 1.0 would be free bookkeeping."""
         return self.raw.write_s / self.log.write_s
+
+    @property
+    def interleaved_ratio(self) -> float:
+        """Median over the interleaved passes of raw write seconds over log append seconds."""
+        return statistics.median(run.raw_s / run.log_s for run in self.interleaved)
+
+    @property
+    def interleaved_floor_ratio(self) -> float:
+        """Median over the interleaved passes of raw write seconds over validation floor seconds."""
+        return statistics.median(run.raw_s / run.floor_s for run in self.interleaved)
 
     @property
     def ratio_records_to_encode(self) -> float:
@@ -295,6 +369,11 @@ class AppendResult:
                 f"{self.raw.write_s / self.crc_write_s:.3f} (CRC) and {self.raw.write_s / self.validate_write_s:.3f} "
                 "(validation)",
                 "",
+                f"interleaved ({len(self.interleaved)} passes, chunks of {INTERLEAVE_BATCHES} batches of each peer "
+                "in turn, order rotating): Log.append_as_leader / raw os.write per pass "
+                + ", ".join(f"{run.raw_s / run.log_s:.3f}" for run in self.interleaved)
+                + f"; median {self.interleaved_ratio:.3f}; validation floor median {self.interleaved_floor_ratio:.3f}",
+                "",
                 f"records: {self.record_calls:,} calls x {self.records_per_call:,} records (10-byte keys, "
                 f"100-byte values) = {self.records:,} records, {self.record_bytes / 1e6:,.1f} MB as batches; "
                 "no fsync",
@@ -309,7 +388,8 @@ class AppendResult:
         """One line for run_all. O(1)."""
         return (
             f"append batches: {mb_per_s(self.batch_bytes, self.log.write_s):,.0f} MB/s, raw os.write "
-            f"{mb_per_s(self.batch_bytes, self.raw.write_s):,.0f} MB/s, log/raw = {self.ratio_log_to_raw:.3f}; "
+            f"{mb_per_s(self.batch_bytes, self.raw.write_s):,.0f} MB/s, log/raw = {self.ratio_log_to_raw:.3f} "
+            f"(interleaved median {self.interleaved_ratio:.3f}); "
             f"append_records {self.records / self.append_records_s:,.0f} rec/s, build_batch "
             f"{self.records / self.encode_s:,.0f} rec/s, log/encode = {self.ratio_records_to_encode:.3f}"
         )
@@ -348,6 +428,7 @@ def measure(append_mib: int, calls: int, runs: int, scratch: Path) -> AppendResu
             raise AssertionError(f"log end offset {log.result} after appending, expected {expected_end}")
         log_best = Timed(min(log_best.write_s, log.write_s), min(log_best.with_fsync_s, log.write_s + log.fsync_s))
         log_first.append(log.first_s)
+    interleaved = tuple(interleaved_pass(scratch, first, rest) for _ in range(runs))
     del first, rest
     lists = record_calls(calls)
     per_call = len(lists[0])
@@ -374,6 +455,7 @@ def measure(append_mib: int, calls: int, runs: int, scratch: Path) -> AppendResu
         tuple(log_first),
         crc_write_s,
         validate_write_s,
+        interleaved,
         calls,
         per_call,
         record_bytes,
