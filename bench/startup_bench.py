@@ -22,6 +22,10 @@ Timed, best of ``--repeats``:
   producer state, leader epochs; one producer snapshot written per recovered segment, all made durable by one
   file-system sync of the log dir at the end of the load).
 
+The table is best of ``--repeats`` for each pass on its own; a last line pairs each round's startups with the raw
+crc32c pass run just before them (the same minutes of this shared machine: Python-heavy startups slow more than the
+kernel-bound raw pass when other work takes the cores) and gives their medians.
+
 Each startup starts after a full ``gc.collect()`` (as in a fresh process) and is followed by an untimed
 ``shutdown()`` (its time is shown); ``log.initial.task.delay.ms`` is one hour so no scheduled job runs.
 ``num.recovery.threads.per.data.dir`` is Kafka's default 1 unless
@@ -41,6 +45,7 @@ import math
 import os
 import resource
 import shutil
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -311,6 +316,17 @@ class StartupResult:
     core_crc_s: float
     clean: StartupRun
     unclean: StartupRun
+    rounds: tuple[tuple[float, float, float], ...]  # each round's raw crc32c pass, clean and unclean startup (s)
+
+    @property
+    def paired_clean(self) -> list[float]:
+        """Each round's clean startup time over its raw crc32c pass's (the goal: at most 1)."""
+        return [clean / crc for crc, clean, _ in self.rounds]
+
+    @property
+    def paired_unclean(self) -> list[float]:
+        """Each round's raw crc32c pass time over its unclean startup's: the unclean MB/s x raw crc."""
+        return [crc / unclean for crc, _, unclean in self.rounds]
 
     @property
     def recovery_only_s(self) -> float:
@@ -359,6 +375,12 @@ class StartupResult:
                 f"recovery alone (unclean - clean): {self.recovery_only_s:.3f} s = {recovery_rate:,.0f} MB/s "
                 f"= {recovery_rate / crc_rate:.3f} x raw crc32c, {per_segment_us:,.0f} us per segment",
                 f"unclean startup / raw CRC-32C of the core's kernel = {self.core_crc_s / self.unclean.startup_s:.3f}",
+                "paired by round (each startup against that round's raw crc32c pass, run just before it): clean "
+                "time / raw "
+                + ", ".join(f"{ratio:.3f}" for ratio in self.paired_clean)
+                + f" (median {statistics.median(self.paired_clean):.3f}); unclean x raw crc "
+                + ", ".join(f"{ratio:.3f}" for ratio in self.paired_unclean)
+                + f" (median {statistics.median(self.paired_unclean):.3f})",
             ]
         )
 
@@ -388,22 +410,27 @@ def measure(data: StartupData, budget: FdBudget, runs: int, recovery_threads: in
     crc_s = core_crc_s = float("inf")
     clean: StartupRun | None = None
     unclean: StartupRun | None = None
+    rounds: list[tuple[float, float, float]] = []
     for _ in range(runs):
         started = time.perf_counter()
         crc_files(files)
-        crc_s = min(crc_s, time.perf_counter() - started)
+        round_crc_s = time.perf_counter() - started
+        crc_s = min(crc_s, round_crc_s)
         started = time.perf_counter()
         crc_files(files, core_crc32c)
         core_crc_s = min(core_crc_s, time.perf_counter() - started)
         if not CleanShutdownMarker.exists(data.log_dir):
             raise AssertionError("the clean-shutdown marker is missing after a shutdown")
-        run = start_and_stop(data, broker, expect_recovered=0)
-        clean = run if clean is None or run.startup_s < clean.startup_s else clean
+        clean_run = start_and_stop(data, broker, expect_recovered=0)
+        clean = clean_run if clean is None or clean_run.startup_s < clean.startup_s else clean
         make_unclean(data)
-        run = start_and_stop(data, broker, expect_recovered=data.total_segments)
-        unclean = run if unclean is None or run.startup_s < unclean.startup_s else unclean
+        unclean_run = start_and_stop(data, broker, expect_recovered=data.total_segments)
+        unclean = unclean_run if unclean is None or unclean_run.startup_s < unclean.startup_s else unclean
+        rounds.append((round_crc_s, clean_run.startup_s, unclean_run.startup_s))
     assert clean is not None and unclean is not None
-    return StartupResult(data, budget, log_bytes, runs, recovery_threads, crc_s, core_crc_s, clean, unclean)
+    return StartupResult(
+        data, budget, log_bytes, runs, recovery_threads, crc_s, core_crc_s, clean, unclean, tuple(rounds)
+    )
 
 
 def run(args: argparse.Namespace) -> StartupResult:
