@@ -1546,8 +1546,9 @@ _expose_as_members(LogAppendState, (
 cdef LogAppendInfo _append(LogAppendState log, records, bint leader, int leader_epoch, origin, bint client):
     """The append of ``records`` (whole batches) to the partition log ``log`` (``logmgr.log.Log``: Kafka's
     ``UnifiedLog.append``) for :meth:`LogAppendState.append_as_leader` and ``append_as_follower``, compiled: every
-    produce request passes here, and the same steps in Python cost twice the write. The log's own methods take the rare branches (refusals, producer state, timestamp windows, a roll,
-    a due flush), so this is the one sequence of an append:
+    produce request passes here, and the same steps in Python cost twice the write. The log's own methods take the
+    rare branches (refusals, producer state, timestamp windows, a roll, a due flush), so this is the one sequence of
+    an append:
 
     validation (:func:`scan_append` and, past it, ``log._validate``; the null-key rule of a compacted topic) before
     the writer lock, as Kafka's ``analyzeAndValidateRecords``; under ``log._lock``: the log online and its dir

@@ -7,7 +7,8 @@ interpreted tests cost about a tenth of the load). No string is made or hashed p
 
 cdef extern from "Python.h":
     Py_ssize_t PyUnicode_FindChar(object text, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
-    Py_ssize_t PyUnicode_Tailmatch(object text, object suffix, Py_ssize_t start, Py_ssize_t end, int direction) except -1
+    Py_ssize_t PyUnicode_Tailmatch(object text, object suffix, Py_ssize_t start, Py_ssize_t end,
+                                   int direction) except -1
 
 
 def names_by_suffix(names, tuple suffixes):
