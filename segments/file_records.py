@@ -137,8 +137,8 @@ def walk_batches(
 ) -> Iterator[FileBatch]:
     """Kafka's batch iteration over bytes ``[start, limit)`` fetched through ``read(position, size)``.
 
-    ``read`` is called for windows that start at 64 KiB and double up to 8 MiB, so a lookup reads little and a
-    long walk reads the file in a few big ``pread`` calls. Raises
+    ``read`` is called for windows that start at 64 KiB and double up to 1 MiB, so a lookup reads little and a
+    long walk reads the file in windows that stay in a core's second-level cache. Raises
     :class:`CorruptRecordError` for a size below the minimum overhead and :class:`RecordTooLargeError` for a
     declared size above ``max_batch_size`` when one is given. O(bytes), one compiled step per batch
     (:class:`segments._native.batches.BatchWalk`).
