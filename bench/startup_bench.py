@@ -12,9 +12,9 @@ partition count that fits is measured instead and the report says so.
 
 Timed, best of ``--repeats``:
 
-* raw crc32c: open every ``.log`` file, read it with 8 MiB ``pread`` calls, crc32c each chunk, close (the
-  physical limit of reading and checksumming the same bytes, with the same number of files; the ``crc32c``
-  package, the issue's peer), and the same with the compiled core's own CRC-32C kernel (AVX-512 folding where the
+* raw crc32c: open every ``.log`` file, read it with 256 KiB ``pread`` calls (``_common.READ_CHUNK``), crc32c
+  each chunk, close (the physical limit of reading and checksumming the same bytes, with the same number of
+  files; the ``crc32c`` package, the issue's peer), and the same with the compiled core's own CRC-32C kernel (AVX-512 folding where the
   processor has it): the limit with the checksum recovery itself runs;
 * clean startup: ``LogManager(broker).startup()`` with the clean-shutdown marker present (nothing recovered);
 * unclean startup: the same after removing the marker and writing a recovery-point checkpoint of 0 for every
@@ -172,7 +172,8 @@ def broker_config(data: StartupData, recovery_threads: int) -> BrokerConfig:
 
 
 def crc_files(paths: list[Path], checksum: Callable[[bytes], int] = crc32c) -> int:
-    """Open, read (8 MiB ``pread`` calls), ``checksum`` and close every file; returns the bytes read. O(size)."""
+    """Open, read (``READ_CHUNK`` ``pread`` calls), ``checksum`` and close every file; returns the bytes read.
+    O(size)."""
     total = 0
     for path in paths:
         fd = os.open(path, os.O_RDONLY)
