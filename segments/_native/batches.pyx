@@ -149,14 +149,9 @@ cdef class _Window:
         """CRC-32C of bytes [21, total) of the batch at ``start``, whose bytes lie in the window (callers made
         sure; total >= 61). O(1) when a run computed it, else O(run bytes) without the GIL."""
         cdef _CrcRun *run = self.run
-        cdef uint32_t crc
         if not self.immutable:
             # A caller's bytearray may change between two checks: nothing is cached.
-            if total - ATTRIBUTES_OFFSET < CRC_RUN_BYTES:
-                return logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
-            with nogil:
-                crc = logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
-            return crc
+            return self._crc_alone(start, total)
         if run != NULL and run.next < run.count and run.pos[run.next] == start:
             run.next += 1
             return run.crc[run.next - 1]
@@ -164,11 +159,20 @@ cdef class _Window:
             run = self.run = <_CrcRun *>PyMem_Malloc(sizeof(_CrcRun))
             if run == NULL:
                 # No memory for a run: this batch alone, nothing cached.
-                return logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+                return self._crc_alone(start, total)
             run.count = 0
         self._compute_run(start, total)
         run.next = 1
         return run.crc[0]
+
+    cdef uint32_t _crc_alone(self, Py_ssize_t start, Py_ssize_t total):
+        """:meth:`crc_at` of this one batch, nothing cached: without the GIL from ``CRC_RUN_BYTES``."""
+        cdef uint32_t crc
+        if total - ATTRIBUTES_OFFSET < CRC_RUN_BYTES:
+            return logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+        with nogil:
+            crc = logmgr_crc32c(0, self.data + start + ATTRIBUTES_OFFSET, <size_t>(total - ATTRIBUTES_OFFSET))
+        return crc
 
     cdef void _compute_run(self, Py_ssize_t start, Py_ssize_t total):
         # Computed into locals without the GIL and published with it held: another thread checking a batch of the
