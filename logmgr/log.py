@@ -207,8 +207,6 @@ class RecoveryStats:
         return self.unsynced_snapshots > 0 or self.recovered_segments > 0
 
 
-
-
 def _synchronous(func: Callable[[], None]) -> None:
     func()
 
