@@ -8,11 +8,14 @@ default size). The peer writes the very same ``bytes`` objects with one ``os.wri
 same directory. Neither fsyncs per append; each pass then ends with one fsync (``Log.flush()`` / ``os.fsync``),
 timed separately, so the table has a row with and without it.
 
-Two floors show what any append that checks its input before writing it can reach in the same run, with no
-bookkeeping at all: ``os.write`` after the ``crc32c`` package's CRC-32C of the batch's CRC range (reading each byte
-once more: the least a checked append does), and ``os.write`` after the compiled validation the append runs (the
-CRC, the header rules and the framing of every record, as Kafka's LogValidator iterates the records of an
-uncompressed batch).
+Two floors show what an append that checks its input before writing it reaches in the same run with no
+bookkeeping at all, writing as the raw peer does: ``os.write`` after the ``crc32c`` package's CRC-32C of the batch's
+CRC range (reading each byte once more: the least a checked append does), and ``os.write`` after the compiled
+validation the append runs (the CRC, the header rules and the framing of every record, as Kafka's LogValidator
+iterates the records of an uncompressed batch). The log's appends also reserve the ``.log``'s disk blocks ahead of
+its end (``logmgr.append.reserve.bytes``, default 4 MiB steps; the file's size stays the bytes written), which
+spares each write the file system's allocation of the blocks it fills (ext4's delayed allocation), so the log can
+pass these floors: the interleaved passes add the limit of that, ``os.write`` into blocks allocated beforehand.
 
 Records: ``--record-batches`` calls (default 500, 50 with ``--quick``) of ``Log.append_records`` with 1000 records
 each (10-byte keys, 100-byte log-like values, increasing timestamps, no headers), no fsync. The ceiling is the
@@ -22,10 +25,12 @@ native walk of ``segments._native.append``).
 
 Interleaved: the best-of figures compare passes timed apart, and a pass that meets a quiet minute of this shared
 machine sets its peer's best (they swing by 0.1 of the ratio from run to run). So each run also makes ``--repeats``
-interleaved passes: the raw write, the log append and the validation floor take the batches in turn, 128 at a
-time each, into their own files, in an order that rotates through the six orders chunk by chunk, every chunk
-timed; the report gives each pass's append / raw and the medians (for append and floor). They meet the same
-minutes, so these ratios move by about 0.02 from run to run.
+interleaved passes: the raw write, the log append, the validation floor and the raw write into allocated blocks
+(its file ``posix_fallocate``-d to the pass's bytes before the clock, then written from its start) take the
+batches in turn, 128 at a time each, into their own files, in an order that rotates through the 24 orders chunk by
+chunk, every chunk timed; the report gives each pass's append / raw and the medians (for append, floor, the
+allocated write, and append / allocated write). They meet the same minutes, so these ratios move by about 0.02 from
+run to run.
 
 Every pass starts from an empty directory; the log end offset is checked after each. Each pass writes its first
 batch before the clock starts, and the table times the others: a steady state. The log's first append is a new
@@ -78,8 +83,9 @@ DEFAULT_RECORD_BATCHES = 500
 QUICK_RECORD_BATCHES = 50
 PARTITION = "bench-0"
 INTERLEAVE_BATCHES = 128
-# The peers of an interleaved pass (raw write, log append, validation floor) in every order, one per chunk in turn.
-_INTERLEAVE_ORDERS = tuple(itertools.permutations(range(3)))
+# The peers of an interleaved pass (raw write, log append, validation floor, raw write into allocated blocks) in
+# every order, one per chunk in turn.
+_INTERLEAVE_ORDERS = tuple(itertools.permutations(range(4)))
 CRC_RANGE_START = 21  # a v2 batch's CRC covers its bytes from the attributes on
 
 
@@ -190,30 +196,34 @@ def write_checked(scratch: Path, first: bytes, rest: Sequence[bytes], validate: 
 
 @dataclass(frozen=True, slots=True)
 class Interleaved:
-    """Seconds of one interleaved pass's raw writes, log appends and validation floor (compiled validation then
-    ``os.write``), each the sum over its chunks."""
+    """Seconds of one interleaved pass's raw writes, log appends, validation floor (compiled validation then
+    ``os.write``) and raw writes into allocated blocks, each the sum over its chunks."""
 
     raw_s: float
     log_s: float
     floor_s: float
+    allocated_s: float
 
 
 def interleaved_pass(scratch: Path, first: bytes, rest: Sequence[bytes]) -> Interleaved:
     """Write ``first`` by each peer, then (timed) ``rest`` in chunks of ``INTERLEAVE_BATCHES``: every chunk by the
-    raw ``os.write``, ``Log.append_as_leader`` and the floor in turn, to their own files, in the next of the six
-    orders. O(size)."""
+    raw ``os.write``, ``Log.append_as_leader``, the floor and the raw write into allocated blocks in turn, to their
+    own files, in the next of the 24 orders. O(size)."""
     directory = fresh_dir(scratch)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     raw_fd = os.open(directory / "raw.bin", flags, 0o644)
     floor_fd = os.open(directory / "checked.bin", flags, 0o644)
+    allocated_fd = os.open(directory / "allocated.bin", flags, 0o644)
     log = load_log(directory / PARTITION, LogConfig())
     try:
         append, write = log.append_as_leader, os.write
         max_message_bytes = LogConfig().max_message_bytes
+        os.posix_fallocate(allocated_fd, 0, len(first) + sum(len(batch) for batch in rest))
         append(first)
         write(raw_fd, first)
         write(floor_fd, first)
-        seconds = [0.0, 0.0, 0.0]
+        write(allocated_fd, first)
+        seconds = [0.0, 0.0, 0.0, 0.0]
         for chunk_number, start in enumerate(range(0, len(rest), INTERLEAVE_BATCHES)):
             chunk = rest[start : start + INTERLEAVE_BATCHES]
             for peer in _INTERLEAVE_ORDERS[chunk_number % len(_INTERLEAVE_ORDERS)]:
@@ -224,10 +234,13 @@ def interleaved_pass(scratch: Path, first: bytes, rest: Sequence[bytes]) -> Inte
                 elif peer == 1:
                     for batch in chunk:
                         append(batch)
-                else:
+                elif peer == 2:
                     for batch in chunk:
                         scan_append(batch, max_message_bytes, True, True)
                         write(floor_fd, batch)
+                else:
+                    for batch in chunk:
+                        write(allocated_fd, batch)
                 seconds[peer] += time.perf_counter() - started
         expected_end = (len(rest) + 1) * SEGMENT_RECORDS_PER_BATCH
         if log.log_end_offset != expected_end:
@@ -237,6 +250,7 @@ def interleaved_pass(scratch: Path, first: bytes, rest: Sequence[bytes]) -> Inte
         log.close()
         os.close(raw_fd)
         os.close(floor_fd)
+        os.close(allocated_fd)
 
 
 def append_records(scratch: Path, calls: Sequence[Sequence[SimpleRecord]]) -> tuple[float, int]:
@@ -306,6 +320,17 @@ class AppendResult:
         return statistics.median(run.raw_s / run.floor_s for run in self.interleaved)
 
     @property
+    def interleaved_allocated_ratio(self) -> float:
+        """Median over the interleaved passes of raw write seconds over those of the raw write into allocated
+        blocks."""
+        return statistics.median(run.raw_s / run.allocated_s for run in self.interleaved)
+
+    @property
+    def interleaved_log_to_allocated_ratio(self) -> float:
+        """Median over the interleaved passes of the allocated raw write's seconds over the log append's."""
+        return statistics.median(run.allocated_s / run.log_s for run in self.interleaved)
+
+    @property
     def ratio_records_to_encode(self) -> float:
         """append_records rate over build_batch rate: 1.0 would be appending for free on top of encoding."""
         return self.encode_s / self.append_records_s
@@ -372,7 +397,10 @@ class AppendResult:
                 f"interleaved ({len(self.interleaved)} passes, chunks of {INTERLEAVE_BATCHES} batches of each peer "
                 "in turn, order rotating): Log.append_as_leader / raw os.write per pass "
                 + ", ".join(f"{run.raw_s / run.log_s:.3f}" for run in self.interleaved)
-                + f"; median {self.interleaved_ratio:.3f}; validation floor median {self.interleaved_floor_ratio:.3f}",
+                + f"; median {self.interleaved_ratio:.3f}; validation floor median {self.interleaved_floor_ratio:.3f}; "
+                f"raw os.write into allocated blocks median {self.interleaved_allocated_ratio:.3f}; "
+                f"Log.append_as_leader / raw os.write into allocated blocks median "
+                f"{self.interleaved_log_to_allocated_ratio:.3f}",
                 "",
                 f"records: {self.record_calls:,} calls x {self.records_per_call:,} records (10-byte keys, "
                 f"100-byte values) = {self.records:,} records, {self.record_bytes / 1e6:,.1f} MB as batches; "

@@ -49,6 +49,12 @@ must stay reachable as "off"):
     Pause between two physical file deletions, to spread the I/O (0: none).
 ``logmgr.delete.force.after.ms``
     How long a segment still held by a reader may delay the unlink of its files once it is due (default 120000).
+``logmgr.append.reserve.bytes``
+    Largest step of disk an active segment's appends reserve past its end (default 4194304; 0: none), also a
+    topic config. Steps grow with the segment from 64 KiB; the file's size stays the bytes written, so Kafka and
+    every reader see the same file, and a roll, a close or a truncation gives the rest back. A crash leaves one
+    step at most past each active segment's end until that segment is truncated, rolled or deleted. Writing into
+    reserved blocks skips the file system's per-block allocation on each write (ext4's delayed allocation).
 
 Nothing here reads clocks; only :func:`load_server_properties` touches files.
 """
@@ -316,6 +322,10 @@ class LogConfig:
     """The cleaner cleans a compacted log once its dirty bytes exceed this share of its cleanable bytes."""
     logmgr_key_index_enable: bool = _config("logmgr.key.index.enable", "boolean", False)
     """Build the partition's key index (RocketMQ's IndexFile: one ``.keyindex`` per segment) off the append path."""
+    logmgr_append_reserve_bytes: int = _config("logmgr.append.reserve.bytes", "int", 4_194_304, at_least=0)
+    """Largest step of disk blocks an active segment's appends reserve ahead of its end (0: none). The steps grow
+    with the segment, from 64 KiB to this; the ``.log``'s size stays the bytes written (see
+    :class:`segments._native.append.FileAppendState`), and a roll, a close or a truncation gives the rest back."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -530,6 +540,10 @@ class BrokerConfig:
     """Disk usage above which expired segments are deleted even outside the delete window (1.0: off)."""
     key_index_enable: bool = _config("logmgr.key.index.enable", "boolean", False, synonym="logmgr_key_index_enable")
     """Default of the topic config ``logmgr.key.index.enable``."""
+    append_reserve_bytes: int = _config(
+        "logmgr.append.reserve.bytes", "int", 4_194_304, at_least=0, synonym="logmgr_append_reserve_bytes"
+    )
+    """Default of the topic config ``logmgr.append.reserve.bytes``."""
     disk_usage_clean_ratio: float = _config("logmgr.disk.usage.clean.ratio", "ratio", 0.85)
     """Disk usage above which a dir's oldest eligible segments are deleted regardless of age (1.0: off)."""
     disk_usage_warn_ratio: float = _config("logmgr.disk.usage.warn.ratio", "ratio", 0.90)

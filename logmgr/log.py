@@ -135,6 +135,8 @@ class AppendFacts(NamedTuple):
     max_message_bytes: int
     segment_bytes: int
     flush_messages: int
+    reserve_bytes: int
+    """``logmgr.append.reserve.bytes``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,7 +604,7 @@ class Log(LogAppendState):
             append_time = 0 if config.message_timestamp_type == "LogAppendTime" else None
             facts = self._facts = AppendFacts(
                 config, bounded, roll_ms, append_time, config.compact, config.max_message_bytes, config.segment_bytes,
-                config.flush_messages,
+                config.flush_messages, config.logmgr_append_reserve_bytes,
             )
         return facts
 

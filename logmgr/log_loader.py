@@ -248,7 +248,8 @@ def _seconds(clock: Clock) -> float:
 
 
 def _open_segment(partition_dir: Path, base_offset: int, config: LogConfig, seconds: Callable[[], float]) -> LogSegment:
-    """A new (created) segment at ``base_offset``, its indexes mapped. O(1)."""
+    """A new (created) segment at ``base_offset``, its indexes mapped, its ``.log`` preallocated when the topic
+    says so (Kafka's loader creates the first segment with ``preallocate`` as a roll does). O(1)."""
     # Kafka draws each segment's roll jitter when the segment object is created, loaded segments included.
     return LogSegment.open(
         partition_dir,
@@ -258,6 +259,7 @@ def _open_segment(partition_dir: Path, base_offset: int, config: LogConfig, seco
         max_index_size=config.segment_index_bytes,
         roll_jitter_ms=config.random_segment_jitter(_JITTER_RNG),
         clock=seconds,
+        preallocate_bytes=config.segment_bytes if config.preallocate else 0,
     )
 
 

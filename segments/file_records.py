@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from segments._native.append import FileAppendState
+from segments._native.append import RESERVE_LEAST_BYTES, FileAppendState
 from segments._native.batches import BatchWalk, FileBatch, locate_batch, register
 from segments.errors import CorruptRecordError
 from segments.legacy import LegacyRecordBatch
@@ -165,6 +165,8 @@ class FileRecords(FileAppendState):
     _writable: bool
     _fd: int | None
     _size: int
+    _reserved_end: int
+    _reserve_at: int
 
     def __init__(
         self,
@@ -280,7 +282,38 @@ class FileRecords(FileAppendState):
         except OSError as err:
             raise self._located(err, f"truncation to {size} bytes") from err
         self._size = size
+        # The cut gave back every block past it, the reserved ones too: the next append reserves again.
+        self._reserved_end = min(self._reserved_end, size)
+        self._reserve_at = min(self._reserve_at, size)
         return removed
+
+    def trim(self) -> None:
+        """Kafka's ``FileRecords.trim`` (a segment's ``.log`` when it stops being active): cut the file to
+        :attr:`size_in_bytes`, giving back a preallocated tail (``preallocate``) and the disk reserved ahead of
+        the appends (``logmgr.append.reserve.bytes``, also what a crashed process's appends left reserved: an
+        unopened file is opened to look); nothing to do for a closed or read-only file or one already fitting.
+        O(1)."""
+        if self._fd == _CLOSED or not self._writable:
+            return
+        try:
+            self._trim(self._descriptor())
+        except OSError as err:
+            raise self._located(err, f"trim to {self._size} bytes") from err
+
+    def _trim(self, fd: int) -> None:
+        info = os.fstat(fd)
+        # Blocks past the size: a preallocated tail, the disk this process's appends reserved ahead, or what the
+        # appends of one a crash stopped left reserved (at least one step; a file's own metadata blocks, ext4's
+        # extent tree, are far fewer).
+        needed = -(-self._size // info.st_blksize) * info.st_blksize
+        if (
+            self._reserved_end > self._size
+            or info.st_size != self._size
+            or info.st_blocks * 512 >= needed + RESERVE_LEAST_BYTES  # st_blocks counts 512-byte units
+        ):
+            os.ftruncate(fd, self._size)
+        self._reserved_end = self._size
+        self._reserve_at = min(self._reserve_at, self._size)
 
     def flush(self) -> None:
         """fsync the file (nothing to do for an unopened or closed one: nothing was written through it); an
@@ -295,7 +328,7 @@ class FileRecords(FileAppendState):
 
     def close(self) -> None:
         """Close the descriptor for good (an unopened file just becomes closed); a writable file is cut to
-        :attr:`size_in_bytes` (a preallocated tail, or the bytes of a failed append). O(1)."""
+        :attr:`size_in_bytes` (a preallocated tail, the bytes of a failed append, the disk reserved ahead). O(1)."""
         self._close(_CLOSED)
 
     def release(self) -> None:
@@ -311,8 +344,8 @@ class FileRecords(FileAppendState):
                     self._fd = state
                 return
             try:
-                if self._writable and os.fstat(fd).st_size != self._size:
-                    os.ftruncate(fd, self._size)
+                if self._writable:
+                    self._trim(fd)
             except OSError as err:
                 raise self._located(err, f"trim to {self._size} bytes at close") from err
             finally:

@@ -962,12 +962,14 @@ class LogSegment(SegmentAppendState):
     # -- lifecycle --------------------------------------------------------------------------------------------
 
     def on_become_inactive_segment(self) -> None:
-        """On roll: final time-index entry, trim both indexes and the ``.log``. O(1)."""
+        """On roll (Kafka's ``onBecomeInactiveSegment``): final time-index entry, trim both indexes and the
+        ``.log`` (its ``preallocate`` tail and the disk its appends reserved ahead). O(1)."""
         self.time_index.maybe_append(
             self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far, skip_full_check=True
         )
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.log.trim()
 
     def flush(self) -> None:
         """fsync the ``.log``, both index maps and the ``.txnindex`` (those opened: an unopened file has nothing to

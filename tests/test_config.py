@@ -49,6 +49,7 @@ DOC_TOPIC_DEFAULTS = {
     "preallocate": False,
     "min.cleanable.dirty.ratio": 0.5,  # Kafka's TopicConfig default (the log cleaner, issue 12)
     "logmgr.key.index.enable": False,  # logmgr's key index (issue 14), off as in RocketMQ without messageIndexEnable
+    "logmgr.append.reserve.bytes": 4194304,  # disk reserved ahead of the appends (issue 13), 4 MiB steps at most
 }
 
 # The §7 table's broker synonyms.

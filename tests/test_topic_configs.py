@@ -304,6 +304,7 @@ POOLS: dict[str, tuple[str, str]] = {
     "max.message.bytes": ("0", "100"),
     "preallocate": ("true", "false"),
     "logmgr.key.index.enable": ("true", "false"),
+    "logmgr.append.reserve.bytes": ("0", "65536"),
     "min.compaction.lag.ms": ("0", "1000"),
     "max.compaction.lag.ms": ("1000", "5000"),
     "delete.retention.ms": ("0", "7"),

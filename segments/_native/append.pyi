@@ -4,6 +4,7 @@ from typing import Any
 from segments.append_origin import AppendOrigin
 from segments.errors import CorruptRecordError
 
+RESERVE_LEAST_BYTES: int
 SCAN_OK: int
 SCAN_CORRUPT: int
 SCAN_NOT_V2: int
@@ -182,6 +183,8 @@ class FileAppendState:
     _writable: Any
     _path: Any
     _path_name: Any
+    _reserved_end: int
+    _reserve_at: int
     def append(self, *buffers: bytes | memoryview) -> int: ...
 
 class SegmentAppendState:

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """Descriptor I/O shared by the compiled modules: whole-range ``pread``/``pwrite``/``pwritev`` loops (errno results, no GIL, no
-Python object) and a path's file-system bytes for ``open(2)``. Files are opened with ``O_NOFOLLOW``: Kafka never
+Python object), block reservation past a file's end (``reserve_blocks``) and a path's file-system bytes for ``open(2)``. Files are opened with ``O_NOFOLLOW``: Kafka never
 links files in a log dir, and following one would read or write outside it."""
 
 from libc.errno cimport EINTR, EIO, errno
@@ -20,6 +20,23 @@ cdef extern from "<limits.h>" nogil:
 cdef extern from "<fcntl.h>" nogil:
     # Linux's; Cython's posix.fcntl does not declare it.
     enum: O_NOFOLLOW
+
+cdef extern from *:
+    """
+    #include <errno.h>
+    #include <fcntl.h>
+    /* Reserve the blocks of bytes [offset, offset + length) of fd without changing its size (Linux's fallocate
+       with FALLOC_FL_KEEP_SIZE): 0 or the errno; ENOSYS where the call does not exist. */
+    static inline int logmgr_reserve_blocks(int fd, long long offset, long long length) {
+    #if defined(__linux__) && defined(FALLOC_FL_KEEP_SIZE)
+        return fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)length) == 0 ? 0 : errno;
+    #else
+        (void)fd; (void)offset; (void)length;
+        return ENOSYS;
+    #endif
+    }
+    """
+    int reserve_blocks "logmgr_reserve_blocks"(int fd, long long offset, long long length) nogil
 
 
 cdef inline int pread_full(int fd, void *buf, Py_ssize_t size, int64_t position, Py_ssize_t *got) noexcept nogil:

@@ -174,6 +174,9 @@ def test_bug_sigbus_on_an_index_entry_of_a_full_disk(small_fs: Path, tmp_path: P
         produce(big, 2)
         big.roll()
         produce(big, 1)
+        # Without the disk reserved ahead of the .log's end (given back here), the next page of the .log is what
+        # the full disk refuses, after the index entries of the appends that fit the current one.
+        big.active_segment.log.trim()
         fill(small_fs)
         for _ in range(100):
             acked = big.log_end_offset
@@ -202,6 +205,9 @@ def test_roll_on_a_full_disk(small_fs: Path, tmp_path: Path) -> None:
     def body() -> dict[str, Any]:
         manager, big, healthy = manager_with_logs(d1, d2)
         acked = produce(big, 3)
+        # The roll first gives back the disk the appends reserved ahead (its trim of the old .log): given back
+        # now, the disk is still full when the roll creates the new segment's files.
+        big.active_segment.log.trim()
         fill(small_fs)
         facts = {**refused_facts(manager, healthy, big.roll), "acked": acked}
         manager.shutdown()
