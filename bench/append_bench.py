@@ -104,6 +104,12 @@ def add_args(parser: argparse.ArgumentParser) -> None:
         help=f"append_records calls of 1000 records (default {DEFAULT_RECORD_BATCHES}, "
         f"{QUICK_RECORD_BATCHES} with --quick)",
     )
+    parser.add_argument(
+        "--reserve-bytes",
+        type=int,
+        default=LogConfig().logmgr_append_reserve_bytes,
+        help="the logs' logmgr.append.reserve.bytes (default: the config's default; 0: no disk reserved ahead)",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +120,9 @@ class Timed:
     with_fsync_s: float
 
 
-def new_log(scratch: Path) -> Log:
-    """An empty log ``bench-0`` in a fresh ``scratch`` with Kafka's default topic config. O(1)."""
-    return load_log(fresh_dir(scratch) / PARTITION, LogConfig())
+def new_log(directory: Path, config: LogConfig) -> Log:
+    """An empty log ``bench-0`` in ``directory`` with ``config``. O(1)."""
+    return load_log(directory / PARTITION, config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,10 +136,10 @@ class Pass:
     result: int
 
 
-def append_batches(scratch: Path, first: bytes, rest: Sequence[bytes]) -> Pass:
-    """Append ``first``, then (timed) every batch of ``rest``, with one ``append_as_leader`` call each, then
-    ``flush()``. O(size)."""
-    log = new_log(scratch)
+def append_batches(scratch: Path, config: LogConfig, first: bytes, rest: Sequence[bytes]) -> Pass:
+    """Append ``first``, then (timed) every batch of ``rest``, with one ``append_as_leader`` call each, to a new
+    log with ``config``, then ``flush()``. O(size)."""
+    log = new_log(fresh_dir(scratch), config)
     try:
         append = log.append_as_leader
         started = time.perf_counter()
@@ -205,19 +211,19 @@ class Interleaved:
     allocated_s: float
 
 
-def interleaved_pass(scratch: Path, first: bytes, rest: Sequence[bytes]) -> Interleaved:
+def interleaved_pass(scratch: Path, config: LogConfig, first: bytes, rest: Sequence[bytes]) -> Interleaved:
     """Write ``first`` by each peer, then (timed) ``rest`` in chunks of ``INTERLEAVE_BATCHES``: every chunk by the
     raw ``os.write``, ``Log.append_as_leader``, the floor and the raw write into allocated blocks in turn, to their
-    own files, in the next of the 24 orders. O(size)."""
+    own files (the log with ``config``), in the next of the 24 orders. O(size)."""
     directory = fresh_dir(scratch)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     raw_fd = os.open(directory / "raw.bin", flags, 0o644)
     floor_fd = os.open(directory / "checked.bin", flags, 0o644)
     allocated_fd = os.open(directory / "allocated.bin", flags, 0o644)
-    log = load_log(directory / PARTITION, LogConfig())
+    log = new_log(directory, config)
     try:
         append, write = log.append_as_leader, os.write
-        max_message_bytes = LogConfig().max_message_bytes
+        max_message_bytes = config.max_message_bytes
         os.posix_fallocate(allocated_fd, 0, len(first) + sum(len(batch) for batch in rest))
         append(first)
         write(raw_fd, first)
@@ -253,9 +259,9 @@ def interleaved_pass(scratch: Path, first: bytes, rest: Sequence[bytes]) -> Inte
         os.close(allocated_fd)
 
 
-def append_records(scratch: Path, calls: Sequence[Sequence[SimpleRecord]]) -> tuple[float, int]:
+def append_records(scratch: Path, config: LogConfig, calls: Sequence[Sequence[SimpleRecord]]) -> tuple[float, int]:
     """One ``append_records`` per list, no fsync; returns (seconds, log end offset). O(records)."""
-    log = new_log(scratch)
+    log = new_log(fresh_dir(scratch), config)
     try:
         append = log.append_records
         started = time.perf_counter()
@@ -299,6 +305,7 @@ class AppendResult:
     encode_s: float
     encode_decode_s: float
     scratch: Path
+    reserve_bytes: int  # the logs' logmgr.append.reserve.bytes
 
     @property
     def records(self) -> int:
@@ -378,7 +385,9 @@ class AppendResult:
                 f"batches: {self.batch_count + 1:,} pre-built batches of {self.batch_size:,} bytes = "
                 f"{size / MIB:,.0f} MiB per pass, one append (or os.write) per batch, into a new directory under "
                 f"{shown(self.scratch)}; the first written before the clock starts, the table times the other "
-                f"{self.batch_count:,}; no fsync per append; best of {self.runs} runs; MB = 10^6 bytes",
+                f"{self.batch_count:,}; no fsync per append; best of {self.runs} runs; MB = 10^6 bytes; the log "
+                f"reserves its .log's disk ahead in steps of at most {self.reserve_bytes:,} bytes "
+                "(logmgr.append.reserve.bytes; 0: none)",
                 "",
                 table(["pass", "seconds", "MB/s", "batches/s", "us / batch", "x raw write"], batch_rows),
                 "",
@@ -431,7 +440,7 @@ def record_calls(calls: int) -> list[list[SimpleRecord]]:
     ]
 
 
-def measure(append_mib: int, calls: int, runs: int, scratch: Path) -> AppendResult:
+def measure(append_mib: int, calls: int, runs: int, scratch: Path, config: LogConfig) -> AppendResult:
     """Build the inputs, then time raw writes and log appends alternately, then the record passes.
     O(runs * size)."""
     templates = segment_templates()
@@ -451,12 +460,12 @@ def measure(append_mib: int, calls: int, runs: int, scratch: Path) -> AppendResu
         raw_first.append(raw.first_s)
         crc_write_s = min(crc_write_s, write_checked(scratch, first, rest, validate=False))
         validate_write_s = min(validate_write_s, write_checked(scratch, first, rest, validate=True))
-        log = append_batches(scratch, first, rest)
+        log = append_batches(scratch, config, first, rest)
         if log.result != expected_end:
             raise AssertionError(f"log end offset {log.result} after appending, expected {expected_end}")
         log_best = Timed(min(log_best.write_s, log.write_s), min(log_best.with_fsync_s, log.write_s + log.fsync_s))
         log_first.append(log.first_s)
-    interleaved = tuple(interleaved_pass(scratch, first, rest) for _ in range(runs))
+    interleaved = tuple(interleaved_pass(scratch, config, first, rest) for _ in range(runs))
     del first, rest
     lists = record_calls(calls)
     per_call = len(lists[0])
@@ -467,7 +476,7 @@ def measure(append_mib: int, calls: int, runs: int, scratch: Path) -> AppendResu
         raise AssertionError(f"decoded {decoded} records, expected {calls * per_call}")
     append_s = float("inf")
     for _ in range(runs):
-        seconds, end = append_records(scratch, lists)
+        seconds, end = append_records(scratch, config, lists)
         if end != calls * per_call:
             raise AssertionError(f"log end offset {end} after append_records, expected {calls * per_call}")
         append_s = min(append_s, seconds)
@@ -491,6 +500,7 @@ def measure(append_mib: int, calls: int, runs: int, scratch: Path) -> AppendResu
         encode_s,
         encode_decode_s,
         scratch,
+        config.logmgr_append_reserve_bytes,
     )
 
 
@@ -501,12 +511,15 @@ def run(args: argparse.Namespace) -> AppendResult:
     if append_mib < 1 or calls < 1:
         raise SystemExit("--append-mib and --record-batches must be at least 1")
     scratch = args.data_dir / "append-run"
-    result = measure(append_mib, calls, repeats(args, 3), scratch)
+    if args.reserve_bytes < 0:
+        raise SystemExit("--reserve-bytes must be at least 0")
+    config = LogConfig(logmgr_append_reserve_bytes=args.reserve_bytes)
+    result = measure(append_mib, calls, repeats(args, 3), scratch, config)
     print(result.report())
     if args.profile:
         templates = segment_templates()
         first, *rest = [bytes(stamped_batch(templates, n)) for n in range(min(2000, result.batch_count + 1))]
-        print(profile(lambda: append_batches(scratch, first, rest)))
+        print(profile(lambda: append_batches(scratch, config, first, rest)))
         fresh_dir(scratch).rmdir()
     return result
 
