@@ -86,6 +86,11 @@ def read_at(fd: int, path: str | os.PathLike[str], position: int, size: int) -> 
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def _whole_blocks(size: int, info: os.stat_result) -> int:
+    """``size`` rounded up to whole blocks of the file ``info`` describes. O(1)."""
+    return -(-size // info.st_blksize) * info.st_blksize
+
+
 def located_error(err: OSError, path: str | os.PathLike[str], action: str) -> OSError:
     """``err`` (an ``OSError`` of the same errno, so of the same subclass) naming ``path`` and the failed action:
     calls on a descriptor or a map raise without a file name. O(1)."""
@@ -296,20 +301,21 @@ class FileRecords(FileAppendState):
         if self._fd == _CLOSED or not self._writable:
             return
         try:
-            self._trim(self._descriptor())
+            self._trim(self._descriptor(), count_blocks=True)
         except OSError as err:
             raise self._located(err, f"trim to {self._size} bytes") from err
 
-    def _trim(self, fd: int) -> None:
+    def _trim(self, fd: int, *, count_blocks: bool = False) -> None:
+        """Cut the file to its size when blocks lie past it: a preallocated tail, the disk this object's appends
+        reserved ahead, and with ``count_blocks`` (once per segment, at its roll) what the appends of a process
+        a crash stopped left reserved, seen in the file's block count (at least one step more than the size
+        needs; a file's own metadata blocks, ext4's extent tree, are far fewer). O(1)."""
         info = os.fstat(fd)
-        # Blocks past the size: a preallocated tail, the disk this process's appends reserved ahead, or what the
-        # appends of one a crash stopped left reserved (at least one step; a file's own metadata blocks, ext4's
-        # extent tree, are far fewer).
-        needed = -(-self._size // info.st_blksize) * info.st_blksize
         if (
             self._reserved_end > self._size
             or info.st_size != self._size
-            or info.st_blocks * 512 >= needed + RESERVE_LEAST_BYTES  # st_blocks counts 512-byte units
+            # st_blocks counts 512-byte units.
+            or (count_blocks and info.st_blocks * 512 >= _whole_blocks(self._size, info) + RESERVE_LEAST_BYTES)
         ):
             os.ftruncate(fd, self._size)
         self._reserved_end = self._size

@@ -1,7 +1,8 @@
 # cython: language_level=3
-"""Descriptor I/O shared by the compiled modules: whole-range ``pread``/``pwrite``/``pwritev`` loops (errno results, no GIL, no
-Python object), block reservation past a file's end (``reserve_blocks``) and a path's file-system bytes for ``open(2)``. Files are opened with ``O_NOFOLLOW``: Kafka never
-links files in a log dir, and following one would read or write outside it."""
+"""Descriptor I/O shared by the compiled modules: whole-range ``pread``/``pwrite``/``pwritev`` loops (errno results,
+no GIL, no Python object), block reservation past a file's end (``reserve_blocks``) and a path's file-system bytes
+for ``open(2)``. Files are opened with ``O_NOFOLLOW``: Kafka never links files in a log dir, and following one would
+read or write outside it."""
 
 from libc.errno cimport EINTR, EIO, errno
 from libc.stdint cimport int64_t
