@@ -326,7 +326,9 @@ class LogKeyIndex:
 
 
 class KeyIndexDispatcher:
-    """The thread that builds the key indexes of every registered log, off the append path."""
+    """The thread that builds the key indexes of every registered log, off the append path. Once started, the
+    thread runs while some log is registered: with the key index off everywhere (the default) no thread runs and
+    nothing wakes every poll interval; the first registration starts it."""
 
     def __init__(self, *, poll_seconds: float = 1.0, batch_seconds: float = 0.001) -> None:
         self._poll_seconds = poll_seconds
@@ -336,9 +338,13 @@ class KeyIndexDispatcher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Guards _thread and _started (start, stop and the first registration may race).
+        self._lifecycle = threading.Lock()
+        self._started = False
 
     def register(self, log: Log) -> LogKeyIndex | None:
-        """Attach a key index to ``log`` when its config enables one (recovering its progress). O(segments)."""
+        """Attach a key index to ``log`` when its config enables one (recovering its progress); the first one of a
+        started dispatcher starts its thread. O(segments)."""
         if not log.config.logmgr_key_index_enable:
             return None
         index = LogKeyIndex(log, self._wake.set)
@@ -346,6 +352,9 @@ class KeyIndexDispatcher:
             self._indexes[id(log)] = index
         log.key_index = index
         self._wake.set()
+        with self._lifecycle:
+            if self._started:
+                self._start_thread()
         return index
 
     def unregister(self, log: Log) -> None:
@@ -385,19 +394,31 @@ class KeyIndexDispatcher:
                 pass
 
     def start(self) -> None:
-        """Start the thread. O(1)."""
-        if self._thread is None:
+        """Start indexing: the thread starts now if a log is registered, else with the first registration.
+        O(1)."""
+        with self._lifecycle:
+            self._started = True
             self._stop.clear()
+            with self._lock:
+                registered = bool(self._indexes)
+            if registered:
+                self._start_thread()
+
+    def _start_thread(self) -> None:
+        """Under ``_lifecycle``: start the thread unless it runs. O(1)."""
+        if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="key-index-dispatcher", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
-        """Stop the thread and commit every open writer. O(logs)."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        """Stop the thread (if it runs) and commit every open writer. O(logs)."""
+        with self._lifecycle:
+            self._started = False
+            self._stop.set()
+            self._wake.set()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
         with self._lock:
             indexes = list(self._indexes.values())
         for index in indexes:

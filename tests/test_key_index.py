@@ -219,6 +219,29 @@ def test_model_random_keys_rolls_retention_truncation_and_crash_agree_with_a_sca
     log.close()
 
 
+def test_dispatcher_thread_runs_only_while_a_log_is_registered(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    dispatcher = KeyIndexDispatcher()
+    dispatcher.start()
+    off = load_log(tmp_path / "off-0", LogConfig(), clock=clock)
+    # The key index off everywhere (the default): no thread, nothing waking every poll interval.
+    assert dispatcher.register(off) is None
+    assert dispatcher._thread is None
+    log = open_log(tmp_path / "t-0", clock)
+    assert dispatcher.register(log) is not None
+    thread = dispatcher._thread
+    assert thread is not None and thread.is_alive()
+    append(log, random.Random(3), clock)
+    dispatcher.stop()
+    assert dispatcher._thread is None and not thread.is_alive()
+    # A dispatcher started with a log already registered starts its thread at once.
+    dispatcher.start()
+    assert dispatcher._thread is not None and dispatcher._thread.is_alive()
+    dispatcher.stop()
+    off.close()
+    log.close()
+
+
 def test_caught_up_index_is_used_and_files_follow_their_segments(tmp_path: Path) -> None:
     clock = ManualClock(T0)
     log = open_log(tmp_path / "t-0", clock, segment_bytes=400, file_delete_delay_ms=0)
