@@ -326,9 +326,10 @@ class LogKeyIndex:
 
 
 class KeyIndexDispatcher:
-    """The thread that builds the key indexes of every registered log, off the append path. Once started, the
-    thread runs while some log is registered: with the key index off everywhere (the default) no thread runs and
-    nothing wakes every poll interval; the first registration starts it."""
+    """The thread that builds the key indexes of every registered log, off the append path. The thread starts with
+    the first log registered to a started dispatcher (at :meth:`start` when one already is) and runs until
+    :meth:`stop`: with the key index off everywhere (the default) none runs and nothing wakes every poll
+    interval."""
 
     def __init__(self, *, poll_seconds: float = 1.0, batch_seconds: float = 0.001) -> None:
         self._poll_seconds = poll_seconds

@@ -219,7 +219,7 @@ def test_model_random_keys_rolls_retention_truncation_and_crash_agree_with_a_sca
     log.close()
 
 
-def test_dispatcher_thread_runs_only_while_a_log_is_registered(tmp_path: Path) -> None:
+def test_dispatcher_starts_its_thread_only_once_a_log_is_registered(tmp_path: Path) -> None:
     clock = ManualClock(T0)
     dispatcher = KeyIndexDispatcher()
     dispatcher.start()
