@@ -148,14 +148,22 @@ def clients_generated() -> Path:
 def spark() -> Iterator[Any]:
     """One real SparkSession for the whole run: ``local[2]``, UI off, bound to 127.0.0.1, workers on this venv's
     Python (:func:`logmgr.spark.session.local_session`), Python filter pushdown enabled, ``kafka-log``
-    registered with pushdown on."""
+    registered with pushdown on, a 2 GiB driver heap."""
     pytest.importorskip("pyspark.sql", reason="pyspark not installed (pip install -e '.[spark]')")
     from logmgr.spark.session import local_session
 
     session = local_session(
         "local[2]",
         "logmgr-tests",
-        **{"spark.sql.shuffle.partitions": "2", "spark.sql.python.filterPushdown.enabled": "true"},
+        **{
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.python.filterPushdown.enabled": "true",
+            # The export of a 65 MiB record (test_topic_decode_limits) holds several copies of it at once (the Arrow
+            # batch, the row, Parquet's page and compression buffers) next to what the run's other tests left in
+            # the heap: with Spark's default 1 GiB it failed now and then with OutOfMemoryError, which killed the
+            # JVM and every later Spark test with it. The JVM reads this at launch (this fixture starts it).
+            "spark.driver.memory": "2g",
+        },
     )
     yield session
     session.stop()
