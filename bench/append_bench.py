@@ -233,11 +233,10 @@ def interleaved_pass(scratch: Path, config: LogConfig, first: bytes, rest: Seque
         for chunk_number, start in enumerate(range(0, len(rest), INTERLEAVE_BATCHES)):
             chunk = rest[start : start + INTERLEAVE_BATCHES]
             for peer in _INTERLEAVE_ORDERS[chunk_number % len(_INTERLEAVE_ORDERS)]:
+                # The two raw writes differ only by their file (chosen before the clock).
+                raw_write_fd = allocated_fd if peer == 3 else raw_fd
                 started = time.perf_counter()
-                if peer == 0:
-                    for batch in chunk:
-                        write(raw_fd, batch)
-                elif peer == 1:
+                if peer == 1:
                     for batch in chunk:
                         append(batch)
                 elif peer == 2:
@@ -246,7 +245,7 @@ def interleaved_pass(scratch: Path, config: LogConfig, first: bytes, rest: Seque
                         write(floor_fd, batch)
                 else:
                     for batch in chunk:
-                        write(allocated_fd, batch)
+                        write(raw_write_fd, batch)
                 seconds[peer] += time.perf_counter() - started
         expected_end = (len(rest) + 1) * SEGMENT_RECORDS_PER_BATCH
         if log.log_end_offset != expected_end:
