@@ -30,7 +30,7 @@ import errno
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -45,7 +45,7 @@ from logmgr.log_segments import LogSegments
 from logmgr.producer_state import ProducerStateManager
 from logmgr.segment_deleter import SegmentDeleter, SegmentReaders
 from segments._native.batches import tail_next_offset
-from segments._native.listing import names_by_suffix
+from segments._native.listing import canonical_offsets, list_directory
 from segments.errors import (
     CorruptIndexError,
     InvalidOffsetError,
@@ -65,7 +65,6 @@ from segments.naming import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     PartitionDirName,
-    canonical_offsets,
     filename_prefix_from_offset,
     log_file,
     offset_from_file_name,
@@ -141,7 +140,6 @@ def load_log(
         # One listing per attempt serves the segments and the producer snapshots.
         if listing is None:
             listing = _list_files(partition_dir)
-        files = listing.files
         producer_state = ProducerStateManager(
             partition_dir, producer_id_expiration_ms, clock, snapshot_names=listing.named(SNAPSHOT_SUFFIX)
         )
@@ -164,7 +162,7 @@ def load_log(
             if last is not None:
                 if had_clean_shutdown and not needs_recovery and recovery_point_written_ns is not None:
                     last_next_offset = _clean_log_end(
-                        files, last, recovery_point, recovery_point_written_ns, producer_state, config
+                        listing, last, recovery_point, recovery_point_written_ns, producer_state, config
                     )
                 if last_next_offset is None:
                     last_next_offset = context.next_offset_of(last)
@@ -264,7 +262,7 @@ def _open_segment(partition_dir: Path, base_offset: int, config: LogConfig, seco
 
 
 def _clean_log_end(
-    files: dict[str, os.DirEntry[str]],
+    listing: _Listing,
     active: LogSegment,
     recovery_point: int,
     recovery_point_written_ns: int,
@@ -278,41 +276,34 @@ def _clean_log_end(
     checkpoint. They agree when the active segment's ``.log`` and ``.index`` were last modified strictly before
     the checkpoint was written (nothing appended, cut or damaged since: a change in the same clock tick counts as
     after) and, for a non-empty ``.log``, the recovery point lies above the segment's base, names the newest
-    producer snapshot and is the offset after the last batch (:func:`_tail_next_offset`: a checkpoint lowered by
-    hand agrees with everything else); the log end is then the recovery point, or the base of an empty ``.log``.
-    O(snapshots) plus two stats and the headers after the last index entry."""
+    producer snapshot and is the offset after the last batch (a checkpoint lowered by hand agrees with everything
+    else); the log end is then the recovery point, or the base of an empty ``.log``. The offset after the last
+    batch is Kafka's ``readNextOffset`` read without the segment's objects (:func:`tail_next_offset`: the last entry
+    of its trimmed ``.index``, then the batch headers from there to the end of the ``.log``, nothing mapped, both
+    files closed at once); it disagrees when that tail is longer than what follows an index entry after a clean
+    shutdown (``index.interval.bytes`` plus one ``max.message.bytes`` batch), the entry does not point into the
+    ``.log``, or a read fails: the segment's objects then report the flaw. O(snapshots) plus two stats and the
+    headers after the last index entry."""
     prefix = filename_prefix_from_offset(active.base_offset)
-    log_entry = files.get(prefix + LOG_SUFFIX)
-    index_entry = files.get(prefix + INDEX_SUFFIX)
-    if log_entry is None or index_entry is None:
+    log_name, index_name = prefix + LOG_SUFFIX, prefix + INDEX_SUFFIX
+    if log_name not in listing.files or index_name not in listing.files:
         return None
     try:
-        if max(log_entry.stat().st_mtime_ns, index_entry.stat().st_mtime_ns) >= recovery_point_written_ns:
-            return None
+        log_stat, index_stat = listing.stat(log_name), listing.stat(index_name)
     except FileNotFoundError:
+        return None
+    if max(log_stat.st_mtime_ns, index_stat.st_mtime_ns) >= recovery_point_written_ns:
         return None
     if active.size == 0:
         return active.base_offset
     if recovery_point <= active.base_offset or producer_state.latest_snapshot_offset() != recovery_point:
         return None
-    if _tail_next_offset(active, log_entry, index_entry, config) != recovery_point:
+    if tail_next_offset(
+        listing.path(index_name), listing.path(log_name), index_stat.st_size, log_stat.st_size, active.base_offset,
+        config.index_interval_bytes + config.max_message_bytes,
+    ) != recovery_point:
         return None
     return recovery_point
-
-
-def _tail_next_offset(
-    active: LogSegment, log_entry: os.DirEntry[str], index_entry: os.DirEntry[str], config: LogConfig
-) -> int | None:
-    """Kafka's ``readNextOffset`` of the active segment (the offset after its last batch) read without its objects
-    (:func:`tail_next_offset`: the last entry of its trimmed ``.index``, then the batch headers from there to the
-    end of the ``.log``, nothing mapped, both files closed at once). None when the tail is longer than what follows
-    an index entry after a clean shutdown (``index.interval.bytes`` plus one ``max.message.bytes`` batch), the
-    entry does not point into the ``.log``, or a read fails: the caller then reads through the segment's objects,
-    which report the flaw. O(batches after the last index entry)."""
-    return tail_next_offset(
-        index_entry.path, log_entry.path, index_entry.stat().st_size, log_entry.stat().st_size, active.base_offset,
-        config.index_interval_bytes + config.max_message_bytes,
-    )
 
 
 def _is_partition_temporary_target(name: str) -> bool:
@@ -325,49 +316,54 @@ def _is_partition_temporary_target(name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Listing:
-    """One read of a partition dir: its regular files (links to one included, as ``Path.is_file`` counts them) by
-    name, which of them are symbolic links, and their names by final suffix, for every suffix of
-    ``_LISTED_SUFFIXES`` (the text from the last dot, what ``str.endswith`` of a one-dot suffix tests), in listing
-    order: each step of the load looks up the kind of file it wants instead of testing every name."""
+    """One read of a partition dir (:func:`~segments._native.listing.list_directory`): the names of its regular
+    files (links to one included, as ``Path.is_file`` counts them), which of them are symbolic links, and their
+    names by final suffix, for every suffix of ``_LISTED_SUFFIXES`` (the text from the last dot, what
+    ``str.endswith`` of a one-dot suffix tests), in listing order: each step of the load looks up the kind of file
+    it wants instead of testing every name."""
 
-    files: dict[str, os.DirEntry[str]]
+    directory: str
+    files: set[str]
     links: frozenset[str]
     by_suffix: dict[str, list[str]]
+    stats: dict[str, os.stat_result] = field(default_factory=dict)
 
     def named(self, *suffixes: str) -> list[str]:
         """The names ending with one of ``suffixes`` (of ``_LISTED_SUFFIXES``), suffix by suffix. O(names returned)."""
         by_suffix = self.by_suffix
         return [name for suffix in suffixes for name in by_suffix[suffix]]
 
+    def path(self, name: str) -> str:
+        """The path of the listed file ``name``. O(1)."""
+        return f"{self.directory}/{name}"
+
+    def stat(self, name: str) -> os.stat_result:
+        """``os.stat`` of the listed file ``name``, made once per listing (as ``os.DirEntry.stat`` caches it): the
+        load's steps ask the active segment's files more than once. O(1), a stat the first time."""
+        found = self.stats.get(name)
+        if found is None:
+            found = self.stats[name] = os.stat(self.path(name))
+        return found
+
     def forget(self, name: str) -> None:
         """Drop ``name`` (a file the load removed) from the listing. O(names listed)."""
-        del self.files[name]
+        self.files.discard(name)
         for names in self.by_suffix.values():
             if name in names:
                 names.remove(name)
 
 
 def _list_files(partition_dir: Path) -> _Listing:
-    """The listing of ``partition_dir`` (created if missing): one directory read, file types from it (no stat but
-    for a link). O(entries)."""
+    """The listing of ``partition_dir`` (created if missing): one compiled directory read, file types from it (no
+    stat but for a link). O(entries)."""
+    directory = os.fspath(partition_dir)
     try:
-        scan = os.scandir(partition_dir)
+        files, links, by_suffix = list_directory(directory, _LISTED_SUFFIXES)
     except FileNotFoundError:
         # A new log: its directory is made here (loading an existing one costs no mkdir call).
         partition_dir.mkdir(parents=True, exist_ok=True)
-        scan = os.scandir(partition_dir)
-    with scan:
-        entries = list(scan)
-    # One type test per entry for the regular files (all of a dir without links or subdirectories).
-    files = {entry.name: entry for entry in entries if entry.is_file(follow_symlinks=False)}
-    links = set()
-    if len(files) != len(entries):
-        for entry in entries:
-            if entry.is_symlink():
-                links.add(entry.name)
-                if entry.is_file():
-                    files[entry.name] = entry
-    return _Listing(files, frozenset(links), names_by_suffix(files, _LISTED_SUFFIXES))
+        files, links, by_suffix = list_directory(directory, _LISTED_SUFFIXES)
+    return _Listing(directory, files, links, by_suffix)
 
 
 def _complete_swaps_and_remove_temporaries(partition_dir: Path, stats: RecoveryStats) -> _Listing | None:
@@ -456,13 +452,12 @@ def _open_segments(
     clock: Clock,
 ) -> tuple[LogSegments, list[LogSegment]]:
     """Step 2 of §6.4 from the directory listing: a segment per ``.log``, nothing opened or stat'ed (each file
-    opens on first use, and an inactive segment learns its ``.log`` length then; the active one takes the
+    opens on first use, and an inactive segment learns its ``.log`` length then; the active one takes its
     listing's stat, which the load's log end needs); return them and those that need recovery. Only a non-empty
     ``.txnindex`` is read, by Kafka's sanity check. A segment file that is a symbolic link is refused here
     (``OSError(ELOOP)`` naming it), as opening it would be. O(files)."""
     files = listing.files
     log_names = sorted(listing.named(LOG_SUFFIX))
-    index_names = listing.named(*_INDEX_SUFFIXES)
     stems = [name[: -len(LOG_SUFFIX)] for name in log_names]
     # Names as Kafka writes them (20 ASCII digits, then the suffix) are parsed in bulk; any other name goes through
     # offset_from_file_name one by one.
@@ -470,30 +465,34 @@ def _open_segments(
     canonical = bases is not None
     if bases is None:
         bases = [offset_from_file_name(name) for name in log_names]
-    # An index whose text before the first dot is a .log's canonical stem has that .log: no orphan.
-    if index_names and not (canonical and {name[: name.find(".")] for name in index_names} <= set(stems)):
-        _remove_orphan_indexes(partition_dir, listing, sorted(index_names), stats)
+    if any(listing.by_suffix[suffix] for suffix in _INDEX_SUFFIXES) and not (
+        canonical and _index_offsets_within(listing, set(bases))
+    ):
+        _remove_orphan_indexes(partition_dir, listing, sorted(listing.named(*_INDEX_SUFFIXES)), stats)
     links = listing.links
     if links:
         for prefix in stems:
             for kind in _SEGMENT_FILE_SUFFIXES:
                 if prefix + kind in links:
-                    raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", files[prefix + kind].path)
+                    raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", listing.path(prefix + kind))
     active_base = max(bases, default=None)
-    # The active segment's .log length from the listing's stat (the load's log end needs it); the others learn theirs
-    # on first use.
+    # The active segment's .log length from a stat (the load's log end needs it); the others learn theirs on first
+    # use.
     sizes = [
-        files[name].stat().st_size if base == active_base else None
+        listing.stat(name).st_size if base == active_base else None
         for name, base in zip(log_names, bases, strict=True)
     ]
-    txn_entries = [files.get(prefix + TXN_INDEX_SUFFIX) for prefix in stems]
+    any_txn = bool(listing.by_suffix[TXN_INDEX_SUFFIX])
+    txn_names = [
+        prefix + TXN_INDEX_SUFFIX if any_txn and prefix + TXN_INDEX_SUFFIX in files else None for prefix in stems
+    ]
     # Every segment in one call, one clock function and one creation time for them all; Kafka draws each
     # segment's roll jitter when its object is created.
     opened = LogSegment.listed(
         partition_dir,
         bases,
         sizes=sizes,
-        txn_indexes_listed=[entry is not None for entry in txn_entries],
+        txn_indexes_listed=[name is not None for name in txn_names],
         roll_jitters_ms=config.random_segment_jitters(_JITTER_RNG, len(bases)),
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
@@ -501,9 +500,9 @@ def _open_segments(
         created_ms=clock.time_ms(),
     )
     needs_recovery: list[LogSegment] = []
-    for prefix, segment, txn_entry in zip(stems, opened, txn_entries, strict=True):
+    for prefix, segment, txn_name in zip(stems, opened, txn_names, strict=True):
         txn_corrupt = False
-        if txn_entry is not None and txn_entry.stat().st_size >= AbortedTxn.SIZE:
+        if txn_name is not None and listing.stat(txn_name).st_size >= AbortedTxn.SIZE:
             try:
                 segment.txn_index.sanity_check()
             except CorruptIndexError:
@@ -513,6 +512,16 @@ def _open_segments(
             needs_recovery.append(segment)
     # Built in one go from the ascending listing (a later name with the same offset replaces an earlier one).
     return LogSegments(opened), needs_recovery
+
+
+def _index_offsets_within(listing: _Listing, bases: set[int]) -> bool:
+    """Whether every index file of ``listing`` is named as Kafka writes it and its offset is one of ``bases`` (the
+    canonical ``.log`` offsets): no orphan to look for. O(index files)."""
+    for suffix in _INDEX_SUFFIXES:
+        offsets = canonical_offsets(listing.by_suffix[suffix], suffix)
+        if offsets is None or not bases.issuperset(offsets):
+            return False
+    return True
 
 
 def _remove_orphan_indexes(

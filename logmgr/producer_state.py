@@ -40,13 +40,13 @@ from logmgr.errors import (
     TransactionCoordinatorFencedError,
 )
 from segments._native.append import ProducerStateManagerState
+from segments._native.listing import canonical_offsets
 from segments.append_origin import AppendOrigin
 from segments.errors import CorruptRecordError, CorruptSnapshotError, InvalidOffsetError
 from segments.java_numbers import INT32_MAX
 from segments.naming import (
     DELETED_SUFFIX,
     SNAPSHOT_SUFFIX,
-    canonical_offsets,
     filename_prefix_from_offset,
     offset_from_file_name,
 )

@@ -169,21 +169,6 @@ def offset_from_file_name(name: str) -> int:
     return offset
 
 
-def canonical_offsets(names: list[str], suffix: str) -> list[int] | None:
-    """The offsets of ``names``, every one ending with ``suffix``, when all are named as Kafka writes them (20
-    ASCII digits, then the suffix; what :func:`offset_from_file_name` gives each), parsed in bulk with one C-level
-    test for all of them (a log load's listing); None when any is not (the caller then parses them one by one).
-    O(total length)."""
-    if not names:
-        return []
-    stems = [name[: -len(suffix)] for name in names]
-    joined = "".join(stems)
-    if not (set(map(len, stems)) <= {_OFFSET_WIDTH} and joined.isascii() and joined.isdigit()):
-        return None
-    offsets = list(map(int, stems))
-    return offsets if max(offsets) <= INT64_MAX else None
-
-
 def is_log_file(name: str) -> bool:
     """Whether ``name`` ends with ``.log`` (Kafka's test; transient suffixes after it do not count). O(1)."""
     return name.endswith(LOG_SUFFIX)

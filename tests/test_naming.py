@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from segments._native.listing import names_by_suffix
+from segments._native.listing import canonical_offsets, list_directory
 from segments.errors import InvalidOffsetError, InvalidPartitionDirError, InvalidTopicError
 from segments.java_numbers import parse_java_int
 from segments.naming import (
@@ -22,7 +24,6 @@ from segments.naming import (
     SWAP_SUFFIX,
     PartitionDirName,
     TopicPartition,
-    canonical_offsets,
     delete_dir_name,
     filename_prefix_from_offset,
     future_dir_name,
@@ -155,23 +156,62 @@ _SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".deleted", ".swap", "
     names=st.lists(
         st.builds(
             lambda stem, tail: stem + tail,
-            st.text("0.ab", max_size=4),
+            st.text("0.ab\xe9", max_size=4),
             st.sampled_from([*_SUFFIXES, ".log.deleted", ".checkpoint.tmp", "log", ".lo", ".logs", "", "."]),
-        ),
+        ).filter(lambda name: name not in ("", ".", "..")),
         unique=True,
     )
 )
-def test_names_by_suffix_is_endswith(names: list[str]) -> None:
-    # Each name in the group of the one suffix it ends with (one-dot suffixes: at most one matches), in order.
-    assert names_by_suffix(names, _SUFFIXES) == {
-        suffix: [name for name in names if name.endswith(suffix)] for suffix in _SUFFIXES
-    }
+def test_list_directory_groups_names_as_endswith(names: list[str]) -> None:
+    # Each regular file in the group of the one suffix it ends with (one-dot suffixes: at most one matches), in
+    # listing order (os.listdir's).
+    with tempfile.TemporaryDirectory() as directory:
+        for name in names:
+            Path(directory, name).touch()
+        files, links, by_suffix = list_directory(directory, _SUFFIXES)
+        listed = os.listdir(directory)
+    assert files == set(names)
+    assert links == frozenset()
+    assert by_suffix == {suffix: [name for name in listed if name.endswith(suffix)] for suffix in _SUFFIXES}
 
 
-@pytest.mark.parametrize("suffix", ["log", ".log.deleted", "", "x.log"])
-def test_names_by_suffix_refuses_a_suffix_not_of_one_leading_dot(suffix: str) -> None:
+def test_list_directory_tells_links_and_skips_what_is_not_a_file(tmp_path: Path) -> None:
+    # A link to a regular file counts as a file (Path.is_file follows it); every link is named as one; a directory,
+    # a dangling link and a link to a directory are not files.
+    (tmp_path / "00000000000000000000.log").write_bytes(b"")
+    (tmp_path / "sub.log").mkdir()
+    os.symlink("00000000000000000000.log", tmp_path / "00000000000000000001.log")
+    os.symlink("missing", tmp_path / "00000000000000000002.log")
+    os.symlink("sub.log", tmp_path / "00000000000000000003.log")
+    files, links, by_suffix = list_directory(tmp_path, (".log",))
+    assert files == {"00000000000000000000.log", "00000000000000000001.log"}
+    assert links == {"00000000000000000001.log", "00000000000000000002.log", "00000000000000000003.log"}
+    assert sorted(by_suffix[".log"]) == sorted(files)
+
+
+def test_list_directory_decodes_names_as_listdir(tmp_path: Path) -> None:
+    # A name that is not UTF-8 comes back with surrogate escapes, as os.listdir gives it.
+    raw = os.fsencode(tmp_path) + b"/\xff\xfe.log"
+    with open(raw, "wb"):
+        pass
+    files, _, by_suffix = list_directory(tmp_path, (".log",))
+    assert files == set(os.listdir(tmp_path))
+    assert by_suffix[".log"] == os.listdir(tmp_path)
+
+
+def test_list_directory_names_the_directory_it_cannot_read(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError) as missing:
+        list_directory(tmp_path / "absent", (".log",))
+    assert missing.value.filename == tmp_path / "absent"
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(NotADirectoryError):
+        list_directory(str(tmp_path / "file"), (".log",))
+
+
+@pytest.mark.parametrize("suffix", ["log", ".log.deleted", "", "x.log", ".l\xf6g"])
+def test_list_directory_refuses_a_suffix_not_of_one_leading_dot(suffix: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="one dot"):
-        names_by_suffix(["0.log"], (".index", suffix))
+        list_directory(tmp_path, (".index", suffix))
 
 
 def test_file_kinds() -> None:
