@@ -30,7 +30,7 @@ import errno
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -162,7 +162,7 @@ def load_log(
             if last is not None:
                 if had_clean_shutdown and not needs_recovery and recovery_point_written_ns is not None:
                     last_next_offset = _clean_log_end(
-                        listing, last, recovery_point, recovery_point_written_ns, producer_state, config
+                        partition_dir, last, recovery_point, recovery_point_written_ns, producer_state, config
                     )
                 if last_next_offset is None:
                     last_next_offset = context.next_offset_of(last)
@@ -262,48 +262,42 @@ def _open_segment(partition_dir: Path, base_offset: int, config: LogConfig, seco
 
 
 def _clean_log_end(
-    listing: _Listing,
+    partition_dir: Path,
     active: LogSegment,
     recovery_point: int,
     recovery_point_written_ns: int,
     producer_state: ProducerStateManager,
     config: LogConfig,
 ) -> int | None:
-    """The log end offset a clean shutdown left, from the directory listing, the recovery-point checkpoint and the
-    active segment's last batch headers, or None when they do not agree (the caller then reads the active segment
-    through its objects, as Kafka's load does). A clean shutdown flushes every log (its recovery point becomes its
-    log end offset), closes it (writing the producer snapshot named by that offset) and then writes the
-    checkpoint. They agree when the active segment's ``.log`` and ``.index`` were last modified strictly before
-    the checkpoint was written (nothing appended, cut or damaged since: a change in the same clock tick counts as
-    after) and, for a non-empty ``.log``, the recovery point lies above the segment's base, names the newest
-    producer snapshot and is the offset after the last batch (a checkpoint lowered by hand agrees with everything
-    else); the log end is then the recovery point, or the base of an empty ``.log``. The offset after the last
-    batch is Kafka's ``readNextOffset`` read without the segment's objects (:func:`tail_next_offset`: the last entry
-    of its trimmed ``.index``, then the batch headers from there to the end of the ``.log``, nothing mapped, both
-    files closed at once); it disagrees when that tail is longer than what follows an index entry after a clean
-    shutdown (``index.interval.bytes`` plus one ``max.message.bytes`` batch), the entry does not point into the
-    ``.log``, or a read fails: the segment's objects then report the flaw. O(snapshots) plus two stats and the
-    headers after the last index entry."""
-    prefix = filename_prefix_from_offset(active.base_offset)
-    log_name, index_name = prefix + LOG_SUFFIX, prefix + INDEX_SUFFIX
-    if log_name not in listing.files or index_name not in listing.files:
+    """The log end offset a clean shutdown left, from the active segment's files, the recovery-point checkpoint and
+    the newest producer snapshot, or None when they do not agree (the caller then reads the active segment through
+    its objects, as Kafka's load does). A clean shutdown flushes every log (its recovery point becomes its log end
+    offset), closes it (writing the producer snapshot named by that offset) and then writes the checkpoint. They
+    agree when the active segment's ``.log`` and ``.index`` were last modified strictly before the checkpoint was
+    written (nothing appended, cut or damaged since: a change in the same clock tick counts as after) and, for a
+    non-empty ``.log``, the recovery point lies above the segment's base, names the newest producer snapshot and is
+    the offset after the last batch (a checkpoint lowered by hand agrees with everything else); the log end is then
+    the recovery point, or the base of an empty ``.log``. The files are read by one compiled call
+    (:func:`tail_next_offset`: both opened and ``fstat``-ed, the last ``.index`` entry and the batch headers from
+    there to the end of the ``.log`` read, nothing mapped, both closed at once), whose ``fstat`` gives the active
+    segment its ``.log`` length; the offset after the last batch disagrees when that tail is longer than what
+    follows an index entry after a clean shutdown (``index.interval.bytes`` plus one ``max.message.bytes`` batch),
+    the entry does not point into the ``.log``, or a read fails: the segment's objects then report the flaw.
+    O(snapshots) plus the headers after the last index entry."""
+    stem = f"{partition_dir}/{filename_prefix_from_offset(active.base_offset)}"
+    found = tail_next_offset(
+        stem + INDEX_SUFFIX, stem + LOG_SUFFIX, active.base_offset,
+        config.index_interval_bytes + config.max_message_bytes, recovery_point_written_ns,
+    )
+    if found is None:
         return None
-    try:
-        log_stat, index_stat = listing.stat(log_name), listing.stat(index_name)
-    except FileNotFoundError:
-        return None
-    if max(log_stat.st_mtime_ns, index_stat.st_mtime_ns) >= recovery_point_written_ns:
-        return None
-    if active.size == 0:
+    log_size, next_offset = found
+    active._learn_size(log_size)
+    if log_size == 0:
         return active.base_offset
     if recovery_point <= active.base_offset or producer_state.latest_snapshot_offset() != recovery_point:
         return None
-    if tail_next_offset(
-        listing.path(index_name), listing.path(log_name), index_stat.st_size, log_stat.st_size, active.base_offset,
-        config.index_interval_bytes + config.max_message_bytes,
-    ) != recovery_point:
-        return None
-    return recovery_point
+    return recovery_point if next_offset == recovery_point else None
 
 
 def _is_partition_temporary_target(name: str) -> bool:
@@ -326,7 +320,6 @@ class _Listing:
     files: set[str]
     links: frozenset[str]
     by_suffix: dict[str, list[str]]
-    stats: dict[str, os.stat_result] = field(default_factory=dict)
 
     def named(self, *suffixes: str) -> list[str]:
         """The names ending with one of ``suffixes`` (of ``_LISTED_SUFFIXES``), suffix by suffix. O(names returned)."""
@@ -336,14 +329,6 @@ class _Listing:
     def path(self, name: str) -> str:
         """The path of the listed file ``name``. O(1)."""
         return f"{self.directory}/{name}"
-
-    def stat(self, name: str) -> os.stat_result:
-        """``os.stat`` of the listed file ``name``, made once per listing (as ``os.DirEntry.stat`` caches it): the
-        load's steps ask the active segment's files more than once. O(1), a stat the first time."""
-        found = self.stats.get(name)
-        if found is None:
-            found = self.stats[name] = os.stat(self.path(name))
-        return found
 
     def forget(self, name: str) -> None:
         """Drop ``name`` (a file the load removed) from the listing. O(names listed)."""
@@ -452,8 +437,8 @@ def _open_segments(
     clock: Clock,
 ) -> tuple[LogSegments, list[LogSegment]]:
     """Step 2 of §6.4 from the directory listing: a segment per ``.log``, nothing opened or stat'ed (each file
-    opens on first use, and an inactive segment learns its ``.log`` length then; the active one takes its
-    listing's stat, which the load's log end needs); return them and those that need recovery. Only a non-empty
+    opens on first use, and a segment learns its ``.log`` length then, or from the read of the clean path's
+    :func:`_clean_log_end`); return them and those that need recovery. Only a non-empty
     ``.txnindex`` is read, by Kafka's sanity check. A segment file that is a symbolic link is refused here
     (``OSError(ELOOP)`` naming it), as opening it would be. O(files)."""
     files = listing.files
@@ -475,13 +460,6 @@ def _open_segments(
             for kind in _SEGMENT_FILE_SUFFIXES:
                 if prefix + kind in links:
                     raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", listing.path(prefix + kind))
-    active_base = max(bases, default=None)
-    # The active segment's .log length from a stat (the load's log end needs it); the others learn theirs on first
-    # use.
-    sizes = [
-        listing.stat(name).st_size if base == active_base else None
-        for name, base in zip(log_names, bases, strict=True)
-    ]
     any_txn = bool(listing.by_suffix[TXN_INDEX_SUFFIX])
     txn_names = [
         prefix + TXN_INDEX_SUFFIX if any_txn and prefix + TXN_INDEX_SUFFIX in files else None for prefix in stems
@@ -491,7 +469,6 @@ def _open_segments(
     opened = LogSegment.listed(
         partition_dir,
         bases,
-        sizes=sizes,
         txn_indexes_listed=[name is not None for name in txn_names],
         roll_jitters_ms=config.random_segment_jitters(_JITTER_RNG, len(bases)),
         index_interval_bytes=config.index_interval_bytes,
@@ -502,7 +479,7 @@ def _open_segments(
     needs_recovery: list[LogSegment] = []
     for prefix, segment, txn_name in zip(stems, opened, txn_names, strict=True):
         txn_corrupt = False
-        if txn_name is not None and listing.stat(txn_name).st_size >= AbortedTxn.SIZE:
+        if txn_name is not None and os.stat(listing.path(txn_name)).st_size >= AbortedTxn.SIZE:
             try:
                 segment.txn_index.sanity_check()
             except CorruptIndexError:

@@ -336,16 +336,23 @@ def test_next_offset_reads_match_the_walk(tmp_path: Path, data: bytes, start: in
     assert outcome == expected
     index = tmp_path / "00000000000000000007.index"
     index.write_bytes(struct.pack(">ii", 0, 99) + struct.pack(">ii", 1, entry))
-    from_files = tail_next_offset(index, path, 16, len(data), 7, 1 << 20)
-    if 0 <= entry < len(data) and expected[1] is None and ref_walk(data, entry, len(data))[1] is None:
-        assert from_files == ref_next_offset(data, entry, 7)[0]
+    after = max(path.stat().st_mtime_ns, index.stat().st_mtime_ns) + 1
+    from_files = tail_next_offset(index, path, 7, 1 << 20, after)
+    assert from_files is not None and from_files[0] == len(data)
+    if not data:
+        assert from_files[1] == 7
+    elif 0 <= entry < len(data) and expected[1] is None and ref_walk(data, entry, len(data))[1] is None:
+        assert from_files[1] == ref_next_offset(data, entry, 7)[0]
     elif not 0 <= entry < len(data):
-        assert from_files is None
+        assert from_files[1] is None
     link = tmp_path / "link.index"
     if not link.is_symlink():  # the directory serves every example
         link.symlink_to(index)
-    assert tail_next_offset(link, path, 16, len(data), 7, 1 << 20) is None
-    assert tail_next_offset(index, path, 16, len(data), 7, len(data) - entry - 1) is None
+    assert tail_next_offset(link, path, 7, 1 << 20, after) is None
+    # Modified at or after the given time (the checkpoint's): changed since the clean shutdown.
+    assert tail_next_offset(index, path, 7, 1 << 20, after - 1) is None
+    if data:
+        assert tail_next_offset(index, path, 7, len(data) - entry - 1, after) == (len(data), None)
 
 
 @_SETTINGS

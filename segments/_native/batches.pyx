@@ -21,6 +21,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from posix.fcntl cimport O_CLOEXEC, O_RDONLY, open
+from posix.stat cimport fstat, struct_stat
 from posix.unistd cimport close
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
@@ -760,47 +761,61 @@ def next_offset_from(int fd, Py_ssize_t start, Py_ssize_t limit, int64_t base_of
     raise _locate_failure(&found, path)
 
 
-def tail_next_offset(index_path, log_path, Py_ssize_t index_size, Py_ssize_t log_size, int64_t base_offset,
-                     Py_ssize_t max_tail):
-    """:func:`next_offset_from` of a segment from its files alone, nothing mapped: the last entry of its trimmed
-    offset index (``index_size`` bytes) by one ``pread``, then the header hop from that entry's position to
-    ``log_size`` of the ``.log``; both opened without following a link and closed at once, the GIL released
-    throughout. None when the tail after the entry is longer than ``max_tail``, the entry does not point into the
-    ``.log``, or any call or header fails (a caller then reads through the segment's objects, which report the
-    flaw). O(batches after the last index entry)."""
+def tail_next_offset(index_path, log_path, int64_t base_offset, Py_ssize_t max_tail, int64_t modified_before_ns):
+    """What a clean shutdown left of a segment's end, from its files alone, nothing mapped: ``(log_size,
+    next_offset)``, or None when either file cannot be opened (or is a link: neither is followed) or either was
+    last modified at or after ``modified_before_ns`` (changed since). ``next_offset`` is :func:`next_offset_from`
+    of the segment (Kafka's ``readNextOffset``): the last entry of its trimmed offset index by one ``pread``, then
+    the header hop from that entry's position to the end of the ``.log``; None when the tail after the entry is
+    longer than ``max_tail``, the entry does not point into the ``.log``, or any read or header fails (a caller
+    then reads through the segment's objects, which report the flaw). Both files are ``fstat``-ed and closed at
+    once, the GIL released throughout. O(batches after the last index entry)."""
     cdef bytes index_name = encoded_path(index_path)
     cdef bytes log_name = encoded_path(log_path)
     cdef const char *index_c = index_name
     cdef const char *log_c = log_name
     cdef uint8_t entry[8]
+    cdef struct_stat index_stat, log_stat
     cdef Py_ssize_t got = 0
     cdef Py_ssize_t position = 0
     cdef int64_t base = 0
     cdef int32_t delta = 0
     cdef bint any_batch = False
+    cdef bint opened = False
     cdef bint read = False
-    cdef int fd
+    cdef int index_fd, log_fd
     cdef int err = 0
     cdef _Located found
     with nogil:
-        if index_size >= 8:
-            fd = open(index_c, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-            if fd < 0:
-                err = 1
-            else:
-                err = pread_full(fd, entry, 8, (index_size // 8 - 1) * 8, &got)
-                close(fd)
-                if err == 0 and got == 8:
-                    position = <int32_t>load_be32(entry + 4)
-                else:
-                    err = 1
-        if err == 0 and 0 <= position < log_size and log_size - position <= max_tail:
-            fd = open(log_c, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-            if fd >= 0:
-                any_batch = _last_batch(fd, position, log_size, &base, &delta, &found)
-                close(fd)
-                read = found.status == LOCATE_END
-    return _after(any_batch, base, delta, base_offset) if read else None
+        index_fd = open(index_c, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        if index_fd >= 0:
+            log_fd = open(log_c, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            if log_fd >= 0:
+                opened = (fstat(index_fd, &index_stat) == 0 and fstat(log_fd, &log_stat) == 0
+                          and _mtime_ns(&index_stat) < modified_before_ns
+                          and _mtime_ns(&log_stat) < modified_before_ns)
+                if opened and log_stat.st_size > 0:
+                    if index_stat.st_size >= 8:
+                        err = pread_full(index_fd, entry, 8, (index_stat.st_size // 8 - 1) * 8, &got)
+                        if err == 0 and got == 8:
+                            position = <int32_t>load_be32(entry + 4)
+                        else:
+                            err = 1
+                    if err == 0 and 0 <= position < log_stat.st_size and log_stat.st_size - position <= max_tail:
+                        any_batch = _last_batch(log_fd, position, log_stat.st_size, &base, &delta, &found)
+                        read = found.status == LOCATE_END
+                close(log_fd)
+            close(index_fd)
+    if not opened:
+        return None
+    if log_stat.st_size == 0:
+        return 0, base_offset
+    return log_stat.st_size, _after(any_batch, base, delta, base_offset) if read else None
+
+
+cdef inline int64_t _mtime_ns(struct_stat *found) noexcept nogil:
+    """A stat's modification time in nanoseconds (``os.stat_result.st_mtime_ns``)."""
+    return <int64_t>found.st_mtim.tv_sec * 1000000000 + found.st_mtim.tv_nsec
 
 
 cdef class TimestampAndOffset:
