@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from os import PathLike
 
 from checkpoints.checkpoint_file import TextCheckpointFile, format_checkpoint, parse_checkpoint
+from segments._native.text import checkpoint_entries
 from segments.java_numbers import check_java_int, parse_java_int
 
 LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
@@ -35,8 +36,13 @@ def parse_leader_epoch_checkpoint(data: bytes, path: str | PathLike[str] | None 
     """Parse a leader-epoch checkpoint's bytes into its entries in file order. O(n).
 
     Raises :class:`~segments.errors.CorruptCheckpointError` with the 1-based line for any malformation.
-    Ordering between entries is the epoch cache's business, not the file format's, so it is not checked.
+    Ordering between entries is the epoch cache's business, not the file format's, so it is not checked. A file
+    in the form Kafka writes is read by one compiled pass (:func:`~segments._native.text.checkpoint_entries`),
+    anything else by the interpreted reader.
     """
+    rows = checkpoint_entries(data, LEADER_EPOCH_CHECKPOINT_VERSION, (32, 64))
+    if rows is not None:
+        return [EpochEntry(epoch, start_offset) for epoch, start_offset in rows]
     return parse_checkpoint(data, version=LEADER_EPOCH_CHECKPOINT_VERSION, parse_entry=_parse_entry, path=path)
 
 

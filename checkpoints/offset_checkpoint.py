@@ -12,6 +12,7 @@ from os import PathLike
 
 from checkpoints.checkpoint_file import TextCheckpointFile, format_checkpoint, parse_checkpoint
 from checkpoints.java_text import JAVA_WHITESPACE
+from segments._native.text import TEXT, checkpoint_entries
 from segments.java_numbers import check_java_int, parse_java_int
 from segments.naming import TopicPartition
 
@@ -44,8 +45,13 @@ def parse_offset_checkpoint(
     """Parse an offset checkpoint's bytes into ``{partition: offset}`` in file order. O(n).
 
     A partition listed twice keeps its first position and its last offset (Kafka fills a map). Raises
-    :class:`~segments.errors.CorruptCheckpointError` with the 1-based line for any malformation.
+    :class:`~segments.errors.CorruptCheckpointError` with the 1-based line for any malformation. A file in the
+    form Kafka writes is read by one compiled pass (:func:`~segments._native.text.checkpoint_entries`), anything
+    else by the interpreted reader.
     """
+    rows = checkpoint_entries(data, OFFSET_CHECKPOINT_VERSION, (TEXT, 32, 64))
+    if rows is not None:
+        return {TopicPartition(topic, partition): offset for topic, partition, offset in rows}
     return dict(parse_checkpoint(data, version=OFFSET_CHECKPOINT_VERSION, parse_entry=_parse_entry, path=path))
 
 

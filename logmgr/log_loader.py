@@ -102,6 +102,7 @@ def load_log(
     remove_stray_snapshots: bool = True,
     recovery_point_written_ns: int | None = None,
     sync_snapshots: bool = True,
+    dir_name: PartitionDirName | None = None,
 ) -> Log:
     """Open (creating if needed) the log in ``partition_dir``, recovering as Kafka does. O(bytes recovered).
 
@@ -129,9 +130,12 @@ def load_log(
     from the log start) or empty/torn (size, version and CRC are checked: :class:`CorruptSnapshotError`, deleted,
     an older one tried), and nothing trusts one before the sync: a load never advances the recovery point, the
     marker that a clean start trusts is written at shutdown, and the LogManager removes it before loading.
-    ``tests/faults/test_crash.py`` cuts the snapshots a recovery wrote and checks the next load's producer state."""
+    ``tests/faults/test_crash.py`` cuts the snapshots a recovery wrote and checks the next load's producer state.
+
+    ``dir_name``: ``partition_dir``'s name as the caller already parsed it (the LogManager's listing of a log dir),
+    else it is parsed here."""
     clock = clock or SystemClock()
-    parsed = PartitionDirName.parse(partition_dir.name)
+    parsed = PartitionDirName.parse(partition_dir.name) if dir_name is None else dir_name
     stats = RecoveryStats()
     is_deleted_dir = parsed.kind == "delete"
     listing = _complete_swaps_and_remove_temporaries(partition_dir, stats)
@@ -450,9 +454,10 @@ def _open_segments(
     canonical = bases is not None
     if bases is None:
         bases = [offset_from_file_name(name) for name in log_names]
-    if any(listing.by_suffix[suffix] for suffix in _INDEX_SUFFIXES) and not (
-        canonical and _index_offsets_within(listing, set(bases))
-    ):
+    by_suffix = listing.by_suffix
+    # Every index named as Kafka writes it, by the offset of a .log: no orphan, and one .index per .log at most.
+    indexes_canonical = canonical and _index_offsets_within(listing, set(bases))
+    if any(by_suffix[suffix] for suffix in _INDEX_SUFFIXES) and not indexes_canonical:
         _remove_orphan_indexes(partition_dir, listing, sorted(listing.named(*_INDEX_SUFFIXES)), stats)
     links = listing.links
     if links:
@@ -460,16 +465,18 @@ def _open_segments(
             for kind in _SEGMENT_FILE_SUFFIXES:
                 if prefix + kind in links:
                     raise OSError(errno.ELOOP, "is a symbolic link, which is never followed", listing.path(prefix + kind))
-    any_txn = bool(listing.by_suffix[TXN_INDEX_SUFFIX])
-    txn_names = [
-        prefix + TXN_INDEX_SUFFIX if any_txn and prefix + TXN_INDEX_SUFFIX in files else None for prefix in stems
-    ]
+    # Most logs have no .txnindex (Kafka writes one only for an aborted transaction).
+    txn_names = (
+        [prefix + TXN_INDEX_SUFFIX if prefix + TXN_INDEX_SUFFIX in files else None for prefix in stems]
+        if by_suffix[TXN_INDEX_SUFFIX]
+        else None
+    )
     # Every segment in one call, one clock function and one creation time for them all; Kafka draws each
     # segment's roll jitter when its object is created.
     opened = LogSegment.listed(
         partition_dir,
         bases,
-        txn_indexes_listed=[name is not None for name in txn_names],
+        txn_indexes_listed=None if txn_names is None else [name is not None for name in txn_names],
         roll_jitters_ms=config.random_segment_jitters(_JITTER_RNG, len(bases)),
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
@@ -477,7 +484,10 @@ def _open_segments(
         created_ms=clock.time_ms(),
     )
     needs_recovery: list[LogSegment] = []
-    for prefix, segment, txn_name in zip(stems, opened, txn_names, strict=True):
+    if txn_names is None and indexes_canonical and len(by_suffix[INDEX_SUFFIX]) == len(log_names):
+        # Every .log has its .index, and there is no .txnindex to check: nothing to recover.
+        return LogSegments(opened), needs_recovery
+    for prefix, segment, txn_name in zip(stems, opened, txn_names or [None] * len(stems), strict=True):
         txn_corrupt = False
         if txn_name is not None and os.stat(listing.path(txn_name)).st_size >= AbortedTxn.SIZE:
             try:

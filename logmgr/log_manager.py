@@ -137,8 +137,9 @@ class LogDir:
     """Bytes used and usable its last usage check measured (None: never measured, every tier off)."""
 
 
-_LoadWork = tuple[LogDir, Path, LogConfig, int, int, bool]
-"""One log for startup to load: its dir, partition path, config, recovery point, log start offset, is-future."""
+_LoadWork = tuple[LogDir, Path, PartitionDirName, LogConfig, int, int]
+"""One log for startup to load: its dir, partition path and parsed directory name, config, recovery point, log
+start offset."""
 
 
 @dataclass(slots=True)
@@ -377,10 +378,7 @@ class LogManager:
                     # Once per topic: the topic's logs share the (immutable) config, as they would share its values.
                     config = configs[tp.topic] = self.log_config(tp.topic)
                 # A future log's checkpoint entries are its own (Kafka checkpoints future logs in their dir).
-                work.append((
-                    log_dir, child, config, recovery_points.get(tp, 0), start_offsets.get(tp, 0),
-                    parsed.kind == "future",
-                ))
+                work.append((log_dir, child, parsed, config, recovery_points.get(tp, 0), start_offsets.get(tp, 0)))
         threads = max(1, self.broker.num_recovery_threads_per_data_dir) * max(1, len(self._dirs))
         done = 0
         failure: BaseException | None = None
@@ -436,19 +434,22 @@ class LogManager:
         more, in a pool of ``threads``, in completion order, the loads not yet started cancelled once ``stopped()``
         (those already running are still yielded). O(len(work)) plus the loads."""
         if threads == 1:
-            for log_dir, path, config, rp, lso, future in work:
+            for log_dir, path, dir_name, config, rp, lso in work:
                 if stopped():
                     return
+                future = dir_name.kind == "future"
                 yield log_dir, path, future, partial(
-                    self._load_one, log_dir, path, config, rp, lso, future=future, sync_snapshots=False
+                    self._load_one, log_dir, path, config, rp, lso, future=future, sync_snapshots=False,
+                    dir_name=dir_name,
                 )
             return
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
             futures = {
                 pool.submit(
-                    self._load_one, log_dir, path, config, rp, lso, future=future, sync_snapshots=False
-                ): (log_dir, path, future)
-                for log_dir, path, config, rp, lso, future in work
+                    self._load_one, log_dir, path, config, rp, lso, future=dir_name.kind == "future",
+                    sync_snapshots=False, dir_name=dir_name,
+                ): (log_dir, path, dir_name.kind == "future")
+                for log_dir, path, dir_name, config, rp, lso in work
             }
             cancelled = False
             for completed in as_completed(futures):
@@ -470,10 +471,11 @@ class LogManager:
         future: bool = False,
         clean: bool | None = None,
         sync_snapshots: bool = True,
+        dir_name: PartitionDirName | None = None,
     ) -> Log:
         """Load the log at ``path`` for ``log_dir`` (recovering unless the dir, or ``clean``, says it shut down
         cleanly); a ``future`` log gets no group commit or key index until it is swapped in. ``sync_snapshots``
-        as for ``load_log``. O(load)."""
+        and ``dir_name`` as for ``load_log``. O(load)."""
         log = load_log(
             path,
             config,
@@ -488,6 +490,7 @@ class LogManager:
             run_async=self._run_async,
             producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
             sync_snapshots=sync_snapshots,
+            dir_name=dir_name,
         )
         log._set_dir_state(log_dir.state)
         if not future:

@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from checkpoints.atomic import atomic_write_bytes, read_file_bytes
+from checkpoints.checkpoint_file import parse_checkpoint
 from checkpoints.clean_shutdown import (
     CLEAN_SHUTDOWN_FILE,
     CleanShutdownMarker,
@@ -33,6 +34,7 @@ from checkpoints.leader_epoch_checkpoint import (
     format_leader_epoch_checkpoint,
     parse_leader_epoch_checkpoint,
 )
+from checkpoints.leader_epoch_checkpoint import _parse_entry as _epoch_entry
 from checkpoints.meta_properties import (
     META_PROPERTIES_FILE,
     MetaProperties,
@@ -51,6 +53,7 @@ from checkpoints.offset_checkpoint import (
     format_offset_checkpoint,
     parse_offset_checkpoint,
 )
+from checkpoints.offset_checkpoint import _parse_entry as _offset_entry
 from checkpoints.partition_metadata import (
     PARTITION_METADATA_FILE,
     PartitionMetadata,
@@ -59,6 +62,7 @@ from checkpoints.partition_metadata import (
     read_partition_metadata,
     write_partition_metadata,
 )
+from segments._native.text import TEXT, checkpoint_entries
 from segments.errors import CorruptCheckpointError
 from segments.java_numbers import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, parse_java_int
 from segments.naming import TopicPartition
@@ -609,6 +613,60 @@ def test_text_readers_fuzz_raise_only_typed_errors(parse: Callable[[bytes], obje
     except CorruptCheckpointError as err:
         # Only a required meta.properties key that is absent has no line to point at.
         assert err.line is not None or "is required" in err.message
+
+
+# A checkpoint's lines mutated towards the edges of the compiled pass's form (signs, zeros, range ends, spacing,
+# line ends, counts), so both readers meet them.
+_EDGE_FIELDS = st.sampled_from(
+    ["0", "-0", "+1", "007", "2147483647", "2147483648", "-2147483648", "-2147483649", "9223372036854775807",
+     "9223372036854775808", "-9223372036854775808", "-9223372036854775809", "-", "", "t", "t-1", "\u0661", "x y"]
+)
+_LINES = st.lists(st.lists(_EDGE_FIELDS, min_size=1, max_size=4).map(" ".join), max_size=5)
+
+
+@st.composite
+def _checkpoint_like(draw: st.DrawFn) -> bytes:
+    lines = draw(_LINES)
+    header = [draw(st.sampled_from(["0", "00", "1", "-0", "+0"])), draw(st.sampled_from([str(len(lines)), "1", "9"]))]
+    separator = draw(st.sampled_from(["\n", "\n", "\r\n", "\r"]))
+    text = separator.join(header + lines) + draw(st.sampled_from([separator, "", "\n\n", " "]))
+    return text.encode()
+
+
+@pytest.mark.parametrize(
+    ("fast", "interpreted"),
+    [
+        (lambda data: checkpoint_entries(data, 0, (32, 64)),
+         lambda data: [(e.epoch, e.start_offset) for e in parse_checkpoint(data, version=0, parse_entry=_epoch_entry)]),
+        (lambda data: checkpoint_entries(data, 0, (TEXT, 32, 64)),
+         lambda data: [(tp.topic, tp.partition, offset)
+                       for tp, offset in parse_checkpoint(data, version=0, parse_entry=_offset_entry)]),
+    ],
+    ids=["leader-epoch", "offsets"],
+)
+@given(data=st.one_of(_checkpoint_like(), ANY_INPUT))
+def test_compiled_checkpoint_pass_reads_what_the_interpreted_reader_reads(
+    fast: Callable[[bytes], object], interpreted: Callable[[bytes], object], data: bytes
+) -> None:
+    # Where the compiled pass answers, the interpreted reader (Java's rules) gives the same entries; where that
+    # reader refuses, the compiled pass never answers. None is the compiled pass leaving a file to the reader.
+    answer = fast(data)
+    try:
+        expected = interpreted(data)
+    except CorruptCheckpointError:
+        assert answer is None
+        return
+    assert answer is None or answer == expected
+
+
+def test_compiled_checkpoint_pass_takes_what_kafka_writes() -> None:
+    # The form Kafka writes is never left to the interpreted reader (a load reads these by the thousand).
+    entries = [EpochEntry(0, 0), EpochEntry(INT32_MAX, INT64_MAX)]
+    assert checkpoint_entries(format_leader_epoch_checkpoint(entries), 0, (32, 64)) == [(0, 0), (INT32_MAX, INT64_MAX)]
+    offsets = {TopicPartition("t.x_y-z", 7): INT64_MIN, TopicPartition("a", 0): 0}
+    assert checkpoint_entries(format_offset_checkpoint(offsets), 0, (TEXT, 32, 64)) == [
+        ("t.x_y-z", 7, INT64_MIN), ("a", 0, 0)
+    ]
 
 
 # --- atomic writes --------------------------------------------------------------------------------------------
