@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from checkpoints.atomic import read_file_bytes
 from checkpoints.producer_snapshot import (
     ProducerSnapshotEntry,
-    read_producer_snapshot,
+    parse_producer_snapshot,
     write_producer_snapshot,
 )
 from logmgr.clock import Clock, SystemClock
@@ -780,12 +781,13 @@ class ProducerStateManager(ProducerStateManagerState):
             offset = max(self._snapshots)
             path = f"{self._dir_name}/{self._snapshots[offset]}"
             try:
-                snapshot = read_producer_snapshot(path)
+                # The offset is the file's name, parsed when it was listed.
+                stored = parse_producer_snapshot(read_file_bytes(path), path)
             except CorruptSnapshotError as err:
                 _log.warning("deleting corrupt producer snapshot: %s", err)
                 self._remove_and_delete_snapshot(offset)
                 continue
-            entries = [ProducerStateEntry.from_snapshot_entry(entry) for entry in snapshot.entries]
+            entries = [ProducerStateEntry.from_snapshot_entry(entry) for entry in stored]
             for entry in sorted(entries, key=lambda e: e.producer_id):
                 if not self._is_expired(entry, now_ms):
                     self._load_entry(entry)
