@@ -30,16 +30,18 @@ class LogSegments(LogSegmentsState):
     def __init__(self, segments: Iterable[LogSegment] = ()) -> None:
         """The map of ``segments`` (a later one with the same base offset replaces an earlier one, as
         :meth:`add` would), built in one go: O(n log n), O(n) when they come in ascending order."""
-        self._segments = SortedDict({segment.base_offset: segment for segment in segments})
+        by_base = {segment.base_offset: segment for segment in segments}
+        self._segments = SortedDict(by_base)
         self._lock = threading.RLock()
+        # (base offsets, segments) as two lists for floor_segment's C bisect (every fetch's first step) and for
+        # values() of the whole log (every timestamp lookup's): dropped by each structural change under the lock,
+        # rebuilt by the next lookup. A reader that took the old pair just before a change answers as if it had
+        # looked up before it. Made here from the plain dict (a log load asks for it at once).
+        keys = sorted(by_base)
+        self._floor_snapshot = (keys, list(map(by_base.__getitem__, keys)))
         # The newest segment, kept in step by every structural change: every append asks for it, and a
         # SortedDict peek costs microseconds.
-        self._set_last(self._segments.peekitem(-1)[1] if self._segments else None)
-        # (base offsets, segments) as two lists for floor_segment's C bisect (every fetch's first step) and for
-        # values() of the whole log (every timestamp lookup's): dropped by
-        # each structural change under the lock, rebuilt by the next lookup. A reader that took the old pair
-        # just before a change answers as if it had looked up before it.
-        self._floor_snapshot = None
+        self._set_last(by_base[keys[-1]] if keys else None)
 
     # -- structure -------------------------------------------------------------------------------------------
 
