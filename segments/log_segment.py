@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Literal, NamedTuple, TypeVar
 
@@ -38,7 +36,7 @@ from segments._native.batches import (
     indexed_position,
     next_offset_from,
 )
-from segments._native.files import open_for_reading, write_if_different
+from segments._native.files import open_for_reading
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
     CorruptIndexError,
@@ -55,7 +53,6 @@ from segments.file_records import (
     batch_view,
     iter_batches,
     open_no_follow,
-    read_at,
 )
 from segments.lazy_index import LazyIndex
 from segments.naming import (
@@ -167,10 +164,6 @@ def _first_record_in_batch(
         return first_record_at_or_after(batch_view(data), timestamp, starting_offset)
     except StorageFormatError as err:
         raise err.at(path, position_base=position) from None
-
-
-_TIME_ENTRY = struct.Struct(">qi")
-"""A time-index entry: timestamp, offset relative to the segment's base."""
 
 
 class LogSegment(SegmentAppendState):
@@ -703,14 +696,15 @@ class LogSegment(SegmentAppendState):
         leader_epoch: int | None = None,
     ) -> RecoveryResult:
         """Rebuild all three indexes from the ``.log`` with Kafka's recovery rule, without touching the ``.log``.
-        O(size): a compiled header walk with CRC (:class:`segments._native.batches.RecoveryScan`, GIL released
-        over the CRCs); only control batches are decoded. The rebuilt ``.index`` and ``.timeindex`` are written as
-        :meth:`recover` leaves them (Kafka's: both trimmed to their entries, the time index ending with the final
-        entry, the max timestamp, that recovery and close append) by plain file I/O, no index mapped: bytes equal to
-        the file's are not written again, so an index a crash left correct is left untouched (the common case), and
-        a wrong one is rewritten in place to exactly the rebuilt bytes
-        (:func:`segments._native.files.write_if_different`, never through a link, one compiled call per file). Index objects
-        opened before are closed first and reopen from the rebuilt files on next use.
+        O(size): a compiled header walk with CRC (:class:`segments._native.batches.RecoveryScan`, which reads the
+        ``.log`` from its descriptor itself, GIL released over the reads and the CRCs); only control batches are
+        decoded. The rebuilt ``.index`` and ``.timeindex`` are written as :meth:`recover` leaves them (Kafka's: both
+        trimmed to their entries, the time index ending with the final entry, the max timestamp, that recovery and
+        close append) by plain file I/O, no index mapped: bytes equal to the file's are not written again, so an
+        index a crash left correct is left untouched (the common case), and a wrong one is rewritten in place to
+        exactly the rebuilt bytes (:meth:`~segments._native.batches.RecoveryScan.write_indexes`: both files in one
+        compiled call, never through a link). Index objects opened before are closed first and reopen from the
+        rebuilt files on next use.
 
         ``transactions`` carries transactions opened in earlier segments (a fresh tracker when ``None``);
         ``observer`` sees, in order, every valid magic-2 batch that can change producer state or the leader-epoch
@@ -734,21 +728,22 @@ class LogSegment(SegmentAppendState):
         self._reset_txn_index(stem)
         max_index_size = self._max_index_size
         log = self._log
-        fd: int | None = None
         if log is not None:
-            read, size, log_path = log.read, log.size_in_bytes, str(log.path)
+            # The object's descriptor (opened on first use, kept): the scan reads through it.
+            own_fd = False
+            fd, size, log_path = log._descriptor(), log.size_in_bytes, log._path_name
         else:
-            # No .log object yet (a listed segment, the common case of a load): read the file through a descriptor
-            # of its own, closed below; the object (a Path, a later open) is made only for a truncation.
+            # No .log object yet (a listed segment, the common case of a load): the scan reads the file through a
+            # descriptor of its own, closed below; the object (a Path, a later open) is made only for a truncation.
+            own_fd = True
             log_path = stem + LOG_SUFFIX + self._suffix
             fd, found_size = open_for_reading(log_path)
-            read = partial(read_at, fd, log_path)
             try:
                 size = self._listed_size if self._listed_size is not None else self._learn_size(found_size)
             except BaseException:
                 os.close(fd)
                 raise
-        scan = self._scan(read, size, log_path, next_segment_base, max_index_size, max_index_size, leader_epoch)
+        scan = self._scan(fd, size, log_path, next_segment_base, max_index_size, max_index_size, leader_epoch)
         error: StorageFormatError | None = None
         try:
             try:
@@ -770,9 +765,18 @@ class LogSegment(SegmentAppendState):
                     if observer is not None:
                         observer(batch)
             finally:
-                if fd is not None:
+                if own_fd:
                     os.close(fd)
-                self._write_rebuilt_indexes(scan, stem)
+                # Index objects opened before are closed (trimmed) first: they reopen from the rebuilt files.
+                offset_lazy, time_lazy = self._offset_index, self._time_index
+                if offset_lazy is not None:
+                    offset_lazy.unload()
+                if time_lazy is not None:
+                    time_lazy.unload()
+                scan.write_indexes(
+                    stem + INDEX_SUFFIX + self._suffix if offset_lazy is None else offset_lazy.path,
+                    stem + TIME_INDEX_SUFFIX + self._suffix if time_lazy is None else time_lazy.path,
+                )
             rejected = scan.rejected_entry
             if rejected is not None:
                 # An entry the scan refused (a full index, a position beyond 32 bits) is replayed on the indexes at
@@ -816,38 +820,6 @@ class LogSegment(SegmentAppendState):
             return
         os.close(fd)
 
-    def _write_rebuilt_indexes(self, scan: RecoveryScan, stem: str) -> None:
-        """Write the scan's offset and time index entries (with the final time entry) as the ``.index`` and
-        ``.timeindex`` files (named ``stem`` + suffixes when they have no object), closing index objects opened
-        before (they reopen from the files). Each file is compared first and written only where it differs
-        (:func:`~segments._native.files.write_if_different`): an index a crash left correct, the common case, is
-        not modified at all. A file is written in place, as Kafka's mapped index is: an index is rebuilt from the
-        ``.log`` by any recovery a crash starts, and made durable by the load's file-system sync. O(entries)."""
-        time_entries = scan.time_entries
-        final = self._final_time_entry(scan, time_entries)
-        for lazy, kind, entries in (
-            (self._offset_index, INDEX_SUFFIX, scan.offset_entries),
-            (self._time_index, TIME_INDEX_SUFFIX, time_entries + final),
-        ):
-            if lazy is None:
-                path = stem + kind + self._suffix
-            else:
-                lazy.unload()
-                path = os.fspath(lazy.path)
-            write_if_different(path, entries)
-
-    def _final_time_entry(self, scan: RecoveryScan, time_entries: bytes) -> bytes:
-        """The final time-index entry (the max timestamp and its offset) that :meth:`recover` and close append,
-        as bytes: one entry when :meth:`TimeIndex.maybe_append` would take it (a timestamp above the last entry's,
-        or above -1 for an empty index), else none. O(1)."""
-        last_timestamp = (
-            int.from_bytes(time_entries[-TimeIndex.entry_size : -4], "big", signed=True) if time_entries else NO_TIMESTAMP
-        )
-        if scan.max_timestamp <= last_timestamp:
-            return b""
-        # The scan accepted this batch's offset, so its relative offset fits the 32 bits.
-        return _TIME_ENTRY.pack(scan.max_timestamp, scan.offset_of_max_timestamp - self.base_offset)
-
     def recovery_scan(
         self,
         next_segment_base: int | None,
@@ -859,12 +831,13 @@ class LogSegment(SegmentAppendState):
         sizes bound the entries it accepts. O(1); O(size) to iterate."""
         log = self.log
         return self._scan(
-            log.read, log.size_in_bytes, str(log.path), next_segment_base, offset_index_size, time_index_size
+            log._descriptor(), log.size_in_bytes, log._path_name, next_segment_base, offset_index_size,
+            time_index_size,
         )
 
     def _scan(
         self,
-        read: Callable[[int, int], bytes],
+        fd: int,
         size: int,
         path: str,
         next_segment_base: int | None,
@@ -872,10 +845,10 @@ class LogSegment(SegmentAppendState):
         time_index_size: int,
         leader_epoch: int | None = None,
     ) -> RecoveryScan:
-        """:meth:`recovery_scan` over the ``size`` bytes ``read(position, size)`` gives, errors naming ``path``
-        (``leader_epoch``: see :meth:`rebuild_indexes`). O(1)."""
+        """:meth:`recovery_scan` over the first ``size`` bytes of the ``.log`` open as ``fd``, errors naming
+        ``path`` (``leader_epoch``: see :meth:`rebuild_indexes`). O(1)."""
         return RecoveryScan(
-            read,
+            fd,
             size,
             self.base_offset,
             next_segment_base,

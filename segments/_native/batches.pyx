@@ -24,7 +24,15 @@ from posix.fcntl cimport O_CLOEXEC, O_RDONLY, open
 from posix.unistd cimport close
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
-from segments._native.fileio cimport O_NOFOLLOW, encoded_path, pread_full
+from segments._native.fileio cimport (
+    FILE_OK,
+    O_NOFOLLOW,
+    FileOutcome,
+    encoded_path,
+    file_failure,
+    pread_full,
+    write_if_different_at,
+)
 from segments._native.index cimport search_slot
 
 
@@ -529,9 +537,13 @@ cdef class BatchWalk:
             return False
         self._window_size = min(self._window_size * 2, <Py_ssize_t>WINDOW_BYTES)
         want = max(min(self._window_size, self._limit - self._position), at_least)
-        self._window = _window_of(self._read(self._position, want))
+        self._window = _window_of(self._read_window(self._position, want))
         self._window_start = self._position
         return self._window.size >= at_least
+
+    cdef object _read_window(self, Py_ssize_t position, Py_ssize_t size):
+        """Up to ``size`` bytes of the walked file from ``position`` (short only at its end): ``read``'s."""
+        return self._read(position, size)
 
     cdef bint _advance(self, Py_ssize_t *local_out, Py_ssize_t *total_out) except -1:
         """Locate the batch at the current position in the window (fetching as needed), with Kafka's file rule:
@@ -1330,11 +1342,19 @@ cdef class RecoveryScan(BatchWalk):
     skipped ones would have left). A yielded batch with a producer id counts as valid only when the next item is
     asked, so an error raised while handling it leaves :attr:`valid_bytes` at its start, as in Kafka's loop.
 
+    The ``.log`` is read from its open descriptor by the scan itself (``pread`` into windows it owns, up to
+    ``WINDOW_BYTES`` each, with the GIL released; a whole file of up to that size in one read of exactly its
+    length, so no read only confirms the end), never through a Python call. A failed read raises ``OSError``
+    naming the file, the read's size and position.
+
     The scan ends at the end of the file, a partial batch, or the first invalid batch, whose error is raised
     (``CorruptRecordError``, or ``InvalidOffsetError`` from ``check_continues``); an index entry the index would
     refuse ends it with :attr:`rejected_entry` set instead (the caller replays that append to raise the index's
-    own error). Afterwards :attr:`offset_entries` / :attr:`time_entries` hold the index files' bytes. O(bytes).
+    own error). Afterwards :attr:`offset_entries` / :attr:`time_entries` hold the index files' bytes and
+    :meth:`write_indexes` writes the files. O(bytes).
     """
+
+    cdef int _fd
 
     cdef int64_t _base_offset
     cdef bint _has_next_base
@@ -1368,13 +1388,15 @@ cdef class RecoveryScan(BatchWalk):
     cdef object _held
     cdef bint _finished
 
-    def __init__(self, read, Py_ssize_t limit, int64_t base_offset, next_segment_base, int64_t index_interval_bytes,
-                 int64_t offset_index_capacity, int64_t time_index_capacity, check_continues, *, path=None,
-                 leader_epoch=None):
-        """``read(position, size)`` fetches the ``.log`` bytes ``[0, limit)``; ``*_capacity`` are the indexes' slot
-        counts at their maximum size; ``check_continues(first, last, next_offset, next_segment_base, position)``
-        raises for offsets that do not continue the segment."""
-        self._start(read, 0, limit, path, None, None)
+    def __init__(self, int fd, Py_ssize_t limit, int64_t base_offset, next_segment_base,
+                 int64_t index_interval_bytes, int64_t offset_index_capacity, int64_t time_index_capacity,
+                 check_continues, *, path=None, leader_epoch=None):
+        """Scan the ``.log`` bytes ``[0, limit)`` of the open descriptor ``fd`` (the caller keeps it open while
+        iterating and closes it); ``*_capacity`` are the indexes' slot counts at their maximum size;
+        ``check_continues(first, last, next_offset, next_segment_base, position)`` raises for offsets that do not
+        continue the segment."""
+        self._start(None, 0, limit, path, None, None)
+        self._fd = fd
         # Recovery reads the whole file: one read of it (up to the largest window) rather than windows growing
         # from 64 KiB, each re-reading the batch cut by the previous one (_fetch doubles this first).
         self._window_size = (min(max(limit, FIRST_WINDOW_BYTES), WINDOW_BYTES) + 1) // 2
@@ -1402,6 +1424,10 @@ cdef class RecoveryScan(BatchWalk):
             self._have_epoch = True
             self._epoch = leader_epoch
 
+    cdef object _read_window(self, Py_ssize_t position, Py_ssize_t size):
+        """The walk's windows, read from the descriptor here: no Python call, no bytes object but the window."""
+        return _read_range(self._fd, position, size, self._path)
+
     @property
     def valid_bytes(self):
         """Bytes of the batches accepted so far (the start of the batch being handled). O(1)."""
@@ -1423,6 +1449,44 @@ cdef class RecoveryScan(BatchWalk):
     def time_entries(self):
         """The ``.timeindex`` bytes of the entries found. O(entries)."""
         return self._times.take()
+
+    def write_indexes(self, offset_index_path, time_index_path):
+        """Write the ``.index`` and ``.timeindex`` the scan rebuilt as a recovery leaves them (Kafka's: trimmed to
+        their entries, the time index ending with the final entry that recovery and close append: the max
+        timestamp and the last offset of its batch, when the index would take it, i.e. a timestamp above its last
+        entry's, any for an empty index). Each file is compared first and written only where it differs, never
+        through a link (:func:`~segments._native.fileio.write_if_different_at`): an index a crash left correct is
+        not modified at all. Both files in one compiled call, the GIL released over the system calls (per file:
+        open, one read of one byte more than the entries, a second read confirming the end of a shorter file, a
+        write and a truncation only where needed, close); the first failure raises ``OSError`` naming its file
+        (the time index is then not written). O(entries)."""
+        cdef bytes offset_name = encoded_path(offset_index_path)
+        cdef bytes time_name = encoded_path(time_index_path)
+        cdef const char *offset_c = offset_name
+        cdef const char *time_c = time_name
+        cdef Py_ssize_t offset_size = self._offsets.used
+        cdef Py_ssize_t time_size = self._times.used
+        cdef uint8_t *final
+        cdef const char *offset_data
+        cdef const char *time_data
+        cdef bint time_failed = False
+        cdef FileOutcome out
+        if self.max_timestamp > self._last_time_timestamp:
+            # After the kept entries, not counted among them (time_entries stays the scanned entries). The scan
+            # accepted the batch holding the max, so its offset relative to the base fits the 32 bits.
+            final = self._times.reserve(12)
+            store_be64(final, <uint64_t>self.max_timestamp)
+            store_be32(final + 8, <uint32_t>(self.offset_of_max_timestamp - self._base_offset))
+            time_size += 12
+        offset_data = PyByteArray_AS_STRING(self._offsets.data)
+        time_data = PyByteArray_AS_STRING(self._times.data)
+        with nogil:
+            write_if_different_at(offset_c, offset_data, offset_size, &out)
+            if out.step == FILE_OK:
+                time_failed = True
+                write_if_different_at(time_c, time_data, time_size, &out)
+        if out.step != FILE_OK:
+            raise file_failure(&out, time_c, time_size) if time_failed else file_failure(&out, offset_c, offset_size)
 
     def __next__(self):
         cdef object item
