@@ -728,22 +728,24 @@ class LogSegment(SegmentAppendState):
         self._reset_txn_index(stem)
         max_index_size = self._max_index_size
         log = self._log
+        fd: int | None = None
         if log is not None:
-            # The object's descriptor (opened on first use, kept): the scan reads through it.
-            own_fd = False
-            fd, size, log_path = log._descriptor(), log.size_in_bytes, log._path_name
+            # Through the object's read (which a subclass may map elsewhere).
+            source: int | Callable[[int, int], bytes] = log.read
+            size, log_path = log.size_in_bytes, log._path_name
         else:
-            # No .log object yet (a listed segment, the common case of a load): the scan reads the file through a
-            # descriptor of its own, closed below; the object (a Path, a later open) is made only for a truncation.
-            own_fd = True
+            # No .log object yet (a listed segment, the common case of a load): the scan reads the file itself
+            # through a descriptor of its own, closed below; the object (a Path, a later open) is made only for a
+            # truncation.
             log_path = stem + LOG_SUFFIX + self._suffix
             fd, found_size = open_for_reading(log_path)
+            source = fd
             try:
                 size = self._listed_size if self._listed_size is not None else self._learn_size(found_size)
             except BaseException:
                 os.close(fd)
                 raise
-        scan = self._scan(fd, size, log_path, next_segment_base, max_index_size, max_index_size, leader_epoch)
+        scan = self._scan(source, size, log_path, next_segment_base, max_index_size, max_index_size, leader_epoch)
         error: StorageFormatError | None = None
         try:
             try:
@@ -765,7 +767,7 @@ class LogSegment(SegmentAppendState):
                     if observer is not None:
                         observer(batch)
             finally:
-                if own_fd:
+                if fd is not None:
                     os.close(fd)
                 # Index objects opened before are closed (trimmed) first: they reopen from the rebuilt files.
                 offset_lazy, time_lazy = self._offset_index, self._time_index
@@ -831,13 +833,12 @@ class LogSegment(SegmentAppendState):
         sizes bound the entries it accepts. O(1); O(size) to iterate."""
         log = self.log
         return self._scan(
-            log._descriptor(), log.size_in_bytes, log._path_name, next_segment_base, offset_index_size,
-            time_index_size,
+            log.read, log.size_in_bytes, log._path_name, next_segment_base, offset_index_size, time_index_size
         )
 
     def _scan(
         self,
-        fd: int,
+        source: int | Callable[[int, int], bytes],
         size: int,
         path: str,
         next_segment_base: int | None,
@@ -845,10 +846,11 @@ class LogSegment(SegmentAppendState):
         time_index_size: int,
         leader_epoch: int | None = None,
     ) -> RecoveryScan:
-        """:meth:`recovery_scan` over the first ``size`` bytes of the ``.log`` open as ``fd``, errors naming
-        ``path`` (``leader_epoch``: see :meth:`rebuild_indexes`). O(1)."""
+        """:meth:`recovery_scan` over the first ``size`` bytes of the ``.log`` that ``source`` reads (an open
+        descriptor, read by the scan itself, or a ``read(position, size)`` callable), errors naming ``path``
+        (``leader_epoch``: see :meth:`rebuild_indexes`). O(1)."""
         return RecoveryScan(
-            fd,
+            source,
             size,
             self.base_offset,
             next_segment_base,
@@ -856,8 +858,8 @@ class LogSegment(SegmentAppendState):
             offset_index_size // OffsetIndex.entry_size,
             time_index_size // TimeIndex.entry_size,
             self.check_continues,
-            path=path,
-            leader_epoch=leader_epoch,
+            path,
+            leader_epoch,
         )
 
     def check_continues(

@@ -203,7 +203,7 @@ class RecoveryScan(Iterator[FileBatch]):
     rejected_entry: tuple[int, int, int, int] | None
     def __init__(
         self,
-        fd: int,
+        source: int | Callable[[int, int], bytes | memoryview],
         limit: int,
         base_offset: int,
         next_segment_base: int | None,
@@ -211,7 +211,6 @@ class RecoveryScan(Iterator[FileBatch]):
         offset_index_capacity: int,
         time_index_capacity: int,
         check_continues: Callable[[int, int, int, int | None, int], None],
-        *,
         path: str | None = None,
         leader_epoch: int | None = None,
     ) -> None: ...

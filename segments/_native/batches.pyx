@@ -490,6 +490,8 @@ cdef class BatchWalk:
     iterator of :class:`FileBatch`. O(bytes) over the whole walk, O(1) Python objects per batch."""
 
     cdef object _read
+    # The descriptor windows are read from when there is no ``_read`` (-1: none).
+    cdef int _fd
     cdef object _path
     cdef Py_ssize_t _position
     cdef Py_ssize_t _limit
@@ -510,6 +512,7 @@ cdef class BatchWalk:
         if _default_type is None:
             raise RuntimeError("segments._native.batches.register() was not called")
         self._read = read
+        self._fd = -1
         self._path = path
         self._position = start
         self._limit = limit
@@ -542,7 +545,11 @@ cdef class BatchWalk:
         return self._window.size >= at_least
 
     cdef object _read_window(self, Py_ssize_t position, Py_ssize_t size):
-        """Up to ``size`` bytes of the walked file from ``position`` (short only at its end): ``read``'s."""
+        """Up to ``size`` bytes of the walked file from ``position`` (short only at its end): ``read``'s, or without
+        one read from the descriptor ``_fd`` here (no Python call, no bytes object but the window; a failure raises
+        ``OSError`` naming the file, the read's size and position)."""
+        if self._read is None:
+            return _read_range(self._fd, position, size, self._path)
         return self._read(position, size)
 
     cdef bint _advance(self, Py_ssize_t *local_out, Py_ssize_t *total_out) except -1:
@@ -1342,10 +1349,11 @@ cdef class RecoveryScan(BatchWalk):
     skipped ones would have left). A yielded batch with a producer id counts as valid only when the next item is
     asked, so an error raised while handling it leaves :attr:`valid_bytes` at its start, as in Kafka's loop.
 
-    The ``.log`` is read from its open descriptor by the scan itself (``pread`` into windows it owns, up to
-    ``WINDOW_BYTES`` each, with the GIL released; a whole file of up to that size in one read of exactly its
-    length, so no read only confirms the end), never through a Python call. A failed read raises ``OSError``
-    naming the file, the read's size and position.
+    The ``.log`` is read in windows of up to ``WINDOW_BYTES`` (a whole file up to that size in one read of exactly
+    its length: no read only confirms the end) from ``source``: an open descriptor, which the scan reads itself
+    (``pread`` into windows it owns, GIL released, no Python call; a failed read raises ``OSError`` naming the
+    file, the read's size and position), or a ``read(position, size)`` callable (a ``.log`` object's, which may
+    map the positions elsewhere: an offline plan's piece of a file).
 
     The scan ends at the end of the file, a partial batch, or the first invalid batch, whose error is raised
     (``CorruptRecordError``, or ``InvalidOffsetError`` from ``check_continues``); an index entry the index would
@@ -1353,8 +1361,6 @@ cdef class RecoveryScan(BatchWalk):
     own error). Afterwards :attr:`offset_entries` / :attr:`time_entries` hold the index files' bytes and
     :meth:`write_indexes` writes the files. O(bytes).
     """
-
-    cdef int _fd
 
     cdef int64_t _base_offset
     cdef bint _has_next_base
@@ -1388,15 +1394,18 @@ cdef class RecoveryScan(BatchWalk):
     cdef object _held
     cdef bint _finished
 
-    def __init__(self, int fd, Py_ssize_t limit, int64_t base_offset, next_segment_base,
+    def __init__(self, source, Py_ssize_t limit, int64_t base_offset, next_segment_base,
                  int64_t index_interval_bytes, int64_t offset_index_capacity, int64_t time_index_capacity,
-                 check_continues, *, path=None, leader_epoch=None):
-        """Scan the ``.log`` bytes ``[0, limit)`` of the open descriptor ``fd`` (the caller keeps it open while
-        iterating and closes it); ``*_capacity`` are the indexes' slot counts at their maximum size;
-        ``check_continues(first, last, next_offset, next_segment_base, position)`` raises for offsets that do not
-        continue the segment."""
-        self._start(None, 0, limit, path, None, None)
-        self._fd = fd
+                 check_continues, path=None, leader_epoch=None):
+        """Scan the ``.log`` bytes ``[0, limit)`` of ``source``: an open descriptor (the caller keeps it open while
+        iterating and closes it) or a ``read(position, size)`` callable; ``*_capacity`` are the indexes' slot
+        counts at their maximum size; ``check_continues(first, last, next_offset, next_segment_base, position)``
+        raises for offsets that do not continue the segment."""
+        if type(source) is int:
+            self._start(None, 0, limit, path, None, None)
+            self._fd = source
+        else:
+            self._start(source, 0, limit, path, None, None)
         # Recovery reads the whole file: one read of it (up to the largest window) rather than windows growing
         # from 64 KiB, each re-reading the batch cut by the previous one (_fetch doubles this first).
         self._window_size = (min(max(limit, FIRST_WINDOW_BYTES), WINDOW_BYTES) + 1) // 2
@@ -1423,10 +1432,6 @@ cdef class RecoveryScan(BatchWalk):
         if leader_epoch is not None:
             self._have_epoch = True
             self._epoch = leader_epoch
-
-    cdef object _read_window(self, Py_ssize_t position, Py_ssize_t size):
-        """The walk's windows, read from the descriptor here: no Python call, no bytes object but the window."""
-        return _read_range(self._fd, position, size, self._path)
 
     @property
     def valid_bytes(self):
