@@ -629,6 +629,10 @@ class _LoadContext:
                 next_segment_base=None if following is None else following.base_offset,
                 leader_epoch=self.leader_epochs.latest_epoch(),
             )
+            if result.quiet_next_offset is not None:
+                # The valid batches after the last one the observer saw hold no producer id and change no epoch: the
+                # map end offset past them is all their producer-state effect (the scan does not show them).
+                self.producer_state.map_end_offset = result.quiet_next_offset
             truncated = result.truncated_bytes
             next_offset = result.next_offset
             detail = f"{result.batches} valid batches"

@@ -102,9 +102,11 @@ class LogOffsetPosition:
 
 class RecoveryResult(NamedTuple):
     """What a recovery or index rebuild found: bytes of valid batches, bytes cut, the error that ended the
-    scan (``None`` when the whole file was valid or ended in a partial batch), and the offset after the last valid
+    scan (``None`` when the whole file was valid or ended in a partial batch), the offset after the last valid
     batch (the base offset when there is none: :meth:`LogSegment.read_next_offset` once recovered) when the scan
-    ended without one (``None`` otherwise). A named tuple: made once per recovered segment, where a frozen
+    ended without one (``None`` otherwise), and the offset after the valid magic-2 batches the observer was not
+    shown at the end (``None``: it was shown the last one, or there is none; see
+    :meth:`LogSegment.rebuild_indexes`). A named tuple: made once per recovered segment, where a frozen
     dataclass's ``object.__setattr__`` per field cost a microsecond."""
 
     valid_bytes: int
@@ -112,6 +114,7 @@ class RecoveryResult(NamedTuple):
     batches: int
     error: StorageFormatError | None
     next_offset: int | None = None
+    quiet_next_offset: int | None = None
 
 
 BatchObserver = Callable[[RecordBatch], None]
@@ -709,9 +712,12 @@ class LogSegment(SegmentAppendState):
         ``transactions`` carries transactions opened in earlier segments (a fresh tracker when ``None``);
         ``observer`` sees, in order, every valid magic-2 batch that can change producer state or the leader-epoch
         cache (a batch with a producer id, the first batch of each leader-epoch run) and the latest other batch
-        before each of those and at the end (whose producer-state effect, the map end offset, is what the other
-        batches would leave); ``leader_epoch`` is the epoch the caller's leader-epoch cache ends with (None: no
-        entry), so a first run of batches in it is not shown as a new run (assigning it changes nothing). The scan
+        before each of those (whose producer-state effect, the map end offset, is what the other batches would
+        leave); the other batches after the last one shown are not shown (a segment of such batches alone shows
+        none, the common case of a load): their effect is the result's ``quiet_next_offset``, the map end offset
+        they leave (None when there are none). ``leader_epoch`` is the epoch the caller's leader-epoch cache ends
+        with (None: no entry), so a first run of batches in it is not shown as a new run (assigning it changes
+        nothing). The scan
         ends at a partial tail or at the first invalid batch, returned as ``error``: a bad CRC or framing
         (:class:`CorruptRecordError`), or offsets that do not continue the segment (:class:`InvalidOffsetError`):
         not above the previous batch's, below the base offset, at or past ``next_segment_base``, or beyond the
@@ -796,7 +802,9 @@ class LogSegment(SegmentAppendState):
         # After an error (in the scan or in the handling of a batch it yielded) or a refused index entry the
         # scan's position may be past the batch it stopped at: no next offset then (the caller reads it).
         next_offset = scan.next_offset if error is None and scan.rejected_entry is None else None
-        return RecoveryResult(scan.valid_bytes, size - scan.valid_bytes, scan.batches, error, next_offset)
+        return RecoveryResult(
+            scan.valid_bytes, size - scan.valid_bytes, scan.batches, error, next_offset, scan.quiet_next_offset
+        )
 
     def _learn_size(self, size: int) -> int:
         """Keep ``size``, the ``.log`` length a recovery's ``fstat`` found, as the learned length while no ``.log``

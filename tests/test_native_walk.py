@@ -715,7 +715,7 @@ def test_recover_matches_kafkas_loop(tmp_path_factory: pytest.TempPathFactory, d
         segment.close()
 
 
-def test_recover_observer_sees_producer_and_epoch_batches_and_the_last(tmp_path: Path) -> None:
+def test_recover_observer_sees_producer_and_epoch_batches_and_the_result_ends_the_rest(tmp_path: Path) -> None:
     epochs = [0, 0, 0, 1, 1, 1, 1]
     producers = [-1, -1, 7, -1, -1, -1, -1]
     data = b"".join(
@@ -737,10 +737,43 @@ def test_recover_observer_sees_producer_and_epoch_batches_and_the_last(tmp_path:
         result = segment.recover(observer=lambda batch, seen=seen: seen.append(batch.base_offset), leader_epoch=known)
         segment.close()
         assert result.batches == 7 and result.error is None
+        # 4-6 are not shown: the map end offset they leave is the result's.
+        assert result.quiet_next_offset == 7
         seen_by_epoch[known] = seen
-    # 0 starts epoch 0; 1 is the batch before the producer's 2; 3 starts epoch 1; 6 is the last.
-    assert seen_by_epoch[None] == [0, 1, 2, 3, 6]
+    # 0 starts epoch 0; 1 is the batch before the producer's 2; 3 starts epoch 1.
+    assert seen_by_epoch[None] == [0, 1, 2, 3]
     # A cache already ending with epoch 0 needs no assign for batch 0: not shown. Epoch 1 differs from the
     # cache's (the observer decides), so batch 0 is shown then.
-    assert seen_by_epoch[0] == [1, 2, 3, 6]
-    assert seen_by_epoch[1] == [0, 1, 2, 3, 6]
+    assert seen_by_epoch[0] == [1, 2, 3]
+    assert seen_by_epoch[1] == [0, 1, 2, 3]
+
+
+def test_recover_quiet_next_offset_is_none_after_a_shown_last_batch_and_set_before_damage(tmp_path: Path) -> None:
+    """The result ends the batches the observer was not shown: none when the last valid batch was shown (a
+    producer's), the offset after the last valid one when damage follows them (the error is the result's)."""
+    producers = [-1, -1, 7]
+    data = b"".join(
+        build_batch(
+            [SimpleRecord(b"v")],
+            base_offset=n,
+            partition_leader_epoch=0,
+            producer_id=producer,
+            producer_epoch=-1 if producer < 0 else 0,
+            base_sequence=-1 if producer < 0 else 0,
+        )
+        for n, producer in enumerate(producers)
+    )
+    quiet = b"".join(build_batch([SimpleRecord(b"v")], base_offset=n, partition_leader_epoch=0) for n in (3, 4))
+    damaged = bytearray(build_batch([SimpleRecord(b"v")], base_offset=5, partition_leader_epoch=0))
+    damaged[-1] ^= 0xFF
+    for content, shown, quiet_next, batches in (
+        (data, [1, 2], None, 3),
+        (data + quiet + bytes(damaged), [1, 2], 5, 5),
+    ):
+        log_file(tmp_path, 0).write_bytes(content)
+        segment = LogSegment.open(tmp_path, 0)
+        seen: list[int] = []
+        result = segment.recover(observer=lambda batch, seen=seen: seen.append(batch.base_offset), leader_epoch=0)
+        segment.close()
+        assert (seen, result.quiet_next_offset, result.batches) == (shown, quiet_next, batches)
+        assert (result.error is None) == (quiet_next is None)

@@ -1345,9 +1345,11 @@ cdef class RecoveryScan(BatchWalk):
     Iterating it yields only the magic-2 batches whose bookkeeping needs Python (producer state, transactions,
     leader epochs): a batch with a producer id, the first batch of each leader-epoch run (a first run in
     ``leader_epoch``, the epoch the caller's cache already ends with, is not a new run: assigning it would change
-    nothing), and the latest other batch before each of those and before the end (its producer-state effect, the map end offset, is what the
-    skipped ones would have left). A yielded batch with a producer id counts as valid only when the next item is
-    asked, so an error raised while handling it leaves :attr:`valid_bytes` at its start, as in Kafka's loop.
+    nothing), and the latest other batch before each of those (its producer-state effect, the map end offset, is
+    what the skipped ones would have left). The other batches after the last one shown are not shown at all (most
+    segments show nothing): :attr:`quiet_next_offset` is the offset after them, the map end offset they would
+    leave. A yielded batch with a producer id counts as valid only when the next item is asked, so an error raised
+    while handling it leaves :attr:`valid_bytes` at its start, as in Kafka's loop.
 
     The ``.log`` is read in windows of up to ``WINDOW_BYTES`` (a whole file up to that size in one read of exactly
     its length: no read only confirms the end) from ``source``: an open descriptor, which the scan reads itself
@@ -1391,6 +1393,7 @@ cdef class RecoveryScan(BatchWalk):
     cdef _Window _quiet_window
     cdef Py_ssize_t _quiet_local
     cdef Py_ssize_t _quiet_position
+    cdef int64_t _quiet_last
     cdef object _held
     cdef bint _finished
 
@@ -1446,6 +1449,15 @@ cdef class RecoveryScan(BatchWalk):
         return <object>self._last_offset + 1
 
     @property
+    def quiet_next_offset(self):
+        """The offset after the latest valid batch not shown (a magic-2 batch without producer id in the leader epoch
+        of the batch before it), when no batch was shown after it; else None. Once the scan has ended: where the
+        batches after the last one shown leave the map end offset (None: the last shown, or none, is where the
+        valid magic-2 batches end). O(1)."""
+        # Exact in Python, as next_offset.
+        return <object>self._quiet_last + 1 if self._quiet else None
+
+    @property
     def offset_entries(self):
         """The ``.index`` bytes of the entries found. O(entries)."""
         return self._offsets.take()
@@ -1497,8 +1509,6 @@ cdef class RecoveryScan(BatchWalk):
         cdef object item
         if self._held is not None:
             item, self._held = self._held, None
-            if isinstance(item, BaseException):
-                raise item
             return item
         if self._pending:
             self._position += self._pending_total
@@ -1512,15 +1522,10 @@ cdef class RecoveryScan(BatchWalk):
             return self._end(err)
 
     cdef object _end(self, object error):
-        """Finish: show the latest quiet batch first (if any), then raise ``error`` or stop."""
-        cdef object quiet
+        """Finish: raise ``error`` or stop. The latest quiet batch, if any, is not shown (the caller reads
+        :attr:`quiet_next_offset`): showing it cost a batch object and the caller's handling of it per segment."""
         self._finished = True
         self._done = True
-        if self._quiet:
-            self._quiet = False
-            quiet = _file_batch(self._quiet_position, _view_in(self._quiet_window, self._quiet_local), self._path)
-            self._held = error
-            return quiet
         if error is not None:
             raise error
         raise StopIteration
@@ -1620,6 +1625,7 @@ cdef class RecoveryScan(BatchWalk):
                 self._quiet_window = self._window
                 self._quiet_local = local
                 self._quiet_position = position
+                self._quiet_last = last
                 self._position = position + total
                 self.batches += 1
                 continue
