@@ -544,6 +544,8 @@ class _LoadContext:
         take_snapshot: SnapshotTaker,
     ) -> None:
         self.dir_name = partition_dir.name
+        # Asked once per load rather than per recovered segment (a logger call and its level check each).
+        self.log_recoveries = logger.isEnabledFor(logging.INFO)
         self.config = config
         self.segments = segments
         self.producer_state = producer_state
@@ -657,7 +659,8 @@ class _LoadContext:
         self.stats.actions.append(
             f"recovered segment {segment.base_offset} ({reason}): {detail}, {truncated} bytes truncated"
         )
-        logger.info("%s: recovered segment %d, %d bytes truncated", self.dir_name, segment.base_offset, truncated)
+        if self.log_recoveries:
+            logger.info("%s: recovered segment %d, %d bytes truncated", self.dir_name, segment.base_offset, truncated)
         return truncated
 
 

@@ -729,9 +729,12 @@ class LogSegment(SegmentAppendState):
         if not self._writable:
             raise io.UnsupportedOperation(f"{self._directory}: segment {self.base_offset} opened read-only")
         tracker = TransactionTracker() if transactions is None else transactions
-        # The segment's files by name (a string, no Path) when they have no object yet.
-        stem = f"{os.fspath(self._directory)}/{filename_prefix_from_offset(self.base_offset)}"
-        self._reset_txn_index(stem)
+        # The segment's files by name (a string, no Path) when they have no object yet (formatting the directory
+        # costs one interpreted call of its __str__, os.fspath two).
+        stem = f"{self._directory}/{filename_prefix_from_offset(self.base_offset)}"
+        if self._txn_index is not None or not self._txn_index_unlisted:
+            # Most segments of a load have neither a .txnindex object nor a listed file: nothing to empty, no call.
+            self._reset_txn_index(stem)
         max_index_size = self._max_index_size
         log = self._log
         fd: int | None = None
@@ -744,10 +747,16 @@ class LogSegment(SegmentAppendState):
             # through a descriptor of its own, closed below; the object (a Path, a later open) is made only for a
             # truncation.
             log_path = stem + LOG_SUFFIX + self._suffix
-            fd, found_size = open_for_reading(log_path)
+            fd, size = open_for_reading(log_path)
             source = fd
             try:
-                size = self._listed_size if self._listed_size is not None else self._learn_size(found_size)
+                # The listing's length when it had one, else the fstat's, kept as the learned length while no .log
+                # object exists (see the class doc), so the object a truncation makes starts from it.
+                with _MAKING:
+                    if self._log is None and self._listed_size is None:
+                        self._listed_size = size
+                    elif self._listed_size is not None:
+                        size = self._listed_size
             except BaseException:
                 os.close(fd)
                 raise
@@ -805,14 +814,6 @@ class LogSegment(SegmentAppendState):
         return RecoveryResult(
             scan.valid_bytes, size - scan.valid_bytes, scan.batches, error, next_offset, scan.quiet_next_offset
         )
-
-    def _learn_size(self, size: int) -> int:
-        """Keep ``size``, the ``.log`` length a recovery's ``fstat`` found, as the learned length while no ``.log``
-        object exists (see the class doc), so the object a truncation makes starts from it. O(1)."""
-        with _MAKING:
-            if self._log is None and self._listed_size is None:
-                self._listed_size = size
-        return size
 
     def _reset_txn_index(self, stem: str) -> None:
         """Empty the ``.txnindex`` before a rebuild: through its object when one was made, else by name
