@@ -717,13 +717,12 @@ class LogSegment(SegmentAppendState):
         none, the common case of a load): their effect is the result's ``quiet_next_offset``, the map end offset
         they leave (None when there are none). ``leader_epoch`` is the epoch the caller's leader-epoch cache ends
         with (None: no entry), so a first run of batches in it is not shown as a new run (assigning it changes
-        nothing). The scan
-        ends at a partial tail or at the first invalid batch, returned as ``error``: a bad CRC or framing
-        (:class:`CorruptRecordError`), or offsets that do not continue the segment (:class:`InvalidOffsetError`):
-        not above the previous batch's, below the base offset, at or past ``next_segment_base``, or beyond the
-        32-bit relative range (:class:`IndexOffsetOverflowError`; :class:`LogSegmentOffsetOverflowError` for a
-        legacy batch that otherwise continues the segment: a real overflow, which :meth:`recover` raises for a
-        split). The batch CRC does not cover the base offset, so a damaged one is only visible this way; Kafka's
+        nothing). The scan ends at a partial tail or at the first invalid batch, returned as ``error``: a bad CRC
+        or framing (:class:`CorruptRecordError`), or offsets that do not continue the segment
+        (:class:`InvalidOffsetError`): not above the previous batch's, below the base offset, at or past
+        ``next_segment_base``, or beyond the 32-bit relative range (:class:`IndexOffsetOverflowError`;
+        :class:`LogSegmentOffsetOverflowError` for a legacy batch that otherwise continues the segment: a real
+        overflow, which :meth:`recover` raises for a split). The batch CRC does not cover the base offset, so a damaged one is only visible this way; Kafka's
         recovery would instead fail on the next index append and empty the whole segment.
         """
         if not self._writable:
@@ -784,7 +783,9 @@ class LogSegment(SegmentAppendState):
             finally:
                 if fd is not None:
                     os.close(fd)
-                # Index objects opened before are closed (trimmed) first: they reopen from the rebuilt files.
+                # Index objects opened before are closed (trimmed) first: they reopen from the rebuilt files. A file is
+                # written in place, as Kafka's mapped index is: an index is rebuilt from the .log by any recovery a
+                # crash starts, and made durable by the load's file-system sync.
                 offset_lazy, time_lazy = self._offset_index, self._time_index
                 if offset_lazy is not None:
                     offset_lazy.unload()
