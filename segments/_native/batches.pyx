@@ -13,11 +13,10 @@ Every read of a byte is bounds-checked against the window it lies in; hostile si
 ``segments.errors`` with file positions.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from posix.fcntl cimport O_CLOEXEC, O_RDONLY, open
@@ -1315,26 +1314,36 @@ def find_record_by_timestamp(region, int32_t count, int64_t base_offset, int64_t
 cdef int64_t _MAX_RELATIVE_OFFSET = 2147483647
 
 
-cdef class _Entries:
-    """A growing buffer of big-endian index entries (the bytes an index file holds)."""
+cdef struct _Entries:
+    # A growing buffer of big-endian index entries (the bytes an index file holds): ``used`` bytes of ``size``
+    # allocated at ``data`` (NULL until the first entry). A C buffer of the scan rather than an object: a recovery
+    # makes two per segment.
+    uint8_t *data
+    Py_ssize_t used
+    Py_ssize_t size
 
-    cdef bytearray data
-    cdef Py_ssize_t used
 
-    def __cinit__(self):
-        # A recovered segment's index holds a few dozen entries (one per ``index.interval.bytes``); the buffer
-        # doubles as needed, so a small start zeroes no page per segment.
-        self.data = bytearray(256)
-        self.used = 0
+cdef uint8_t *_reserve(_Entries *entries, Py_ssize_t n) except NULL:
+    """Room for ``n`` more bytes at the end of ``entries`` (doubling from 256 bytes: a recovered segment's index
+    holds a few dozen entries, one per ``index.interval.bytes``). O(1) amortized."""
+    cdef Py_ssize_t size
+    cdef uint8_t *grown
+    if entries.used + n > entries.size:
+        size = max(entries.size * 2, entries.used + n, <Py_ssize_t>256)
+        grown = <uint8_t *>PyMem_Realloc(entries.data, <size_t>size)
+        if grown == NULL:
+            raise MemoryError()
+        entries.data = grown
+        entries.size = size
+    return entries.data + entries.used
 
-    cdef uint8_t *reserve(self, Py_ssize_t n) except NULL:
-        cdef Py_ssize_t size = len(self.data)
-        if self.used + n > size:
-            self.data.extend(bytes(max(size, n)))
-        return <uint8_t *>PyByteArray_AS_STRING(self.data) + self.used
 
-    cdef bytes take(self):
-        return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(self.data), self.used)
+cdef const char *_NO_ENTRIES = b""
+
+
+cdef inline const char *_entry_bytes(_Entries *entries) noexcept nogil:
+    """The entries' bytes (a valid pointer even before the first entry)."""
+    return <const char *>entries.data if entries.data != NULL else _NO_ENTRIES
 
 
 cdef class RecoveryScan(BatchWalk):
@@ -1426,8 +1435,8 @@ cdef class RecoveryScan(BatchWalk):
         self.offset_of_max_timestamp = -1
         self.last_index_entry = 0
         self.rejected_entry = None
-        self._offsets = _Entries()
-        self._times = _Entries()
+        self._offsets.used = 0
+        self._times.used = 0
         self._last_index_offset = 0
         self._last_time_timestamp = -1
         self._last_time_offset = base_offset
@@ -1435,6 +1444,10 @@ cdef class RecoveryScan(BatchWalk):
         if leader_epoch is not None:
             self._have_epoch = True
             self._epoch = leader_epoch
+
+    def __dealloc__(self):
+        PyMem_Free(self._offsets.data)
+        PyMem_Free(self._times.data)
 
     @property
     def valid_bytes(self):
@@ -1460,12 +1473,12 @@ cdef class RecoveryScan(BatchWalk):
     @property
     def offset_entries(self):
         """The ``.index`` bytes of the entries found. O(entries)."""
-        return self._offsets.take()
+        return PyBytes_FromStringAndSize(_entry_bytes(&self._offsets), self._offsets.used)
 
     @property
     def time_entries(self):
         """The ``.timeindex`` bytes of the entries found. O(entries)."""
-        return self._times.take()
+        return PyBytes_FromStringAndSize(_entry_bytes(&self._times), self._times.used)
 
     def write_indexes(self, offset_index_path, time_index_path):
         """Write the ``.index`` and ``.timeindex`` the scan rebuilt as a recovery leaves them (Kafka's: trimmed to
@@ -1491,12 +1504,12 @@ cdef class RecoveryScan(BatchWalk):
         if self.max_timestamp > self._last_time_timestamp:
             # After the kept entries, not counted among them (time_entries stays the scanned entries). The scan
             # accepted the batch holding the max, so its offset relative to the base fits the 32 bits.
-            final = self._times.reserve(12)
+            final = _reserve(&self._times, 12)
             store_be64(final, <uint64_t>self.max_timestamp)
             store_be32(final + 8, <uint32_t>(self.offset_of_max_timestamp - self._base_offset))
             time_size += 12
-        offset_data = PyByteArray_AS_STRING(self._offsets.data)
-        time_data = PyByteArray_AS_STRING(self._times.data)
+        offset_data = _entry_bytes(&self._offsets)
+        time_data = _entry_bytes(&self._times)
         with nogil:
             write_if_different_at(offset_c, offset_data, offset_size, &out)
             if out.step == FILE_OK:
@@ -1517,21 +1530,24 @@ cdef class RecoveryScan(BatchWalk):
         if self._finished:
             raise StopIteration
         try:
-            return self._scan()
-        except (CorruptRecordError, InvalidOffsetError) as err:
-            return self._end(err)
+            item = self._scan()
+        except (CorruptRecordError, InvalidOffsetError):
+            self._end()
+            raise
+        if item is None:
+            # Raised here, in __next__ itself, Cython ends the iteration without an exception object or a traceback
+            # (raised from a cdef method it built one through every frame: most of a scan's Python overhead).
+            raise StopIteration
+        return item
 
-    cdef object _end(self, object error):
-        """Finish: raise ``error`` or stop. The latest quiet batch, if any, is not shown (the caller reads
-        :attr:`quiet_next_offset`): showing it cost a batch object and the caller's handling of it per segment."""
+    cdef void _end(self) noexcept:
+        """Finish. The latest quiet batch, if any, is not shown (the caller reads :attr:`quiet_next_offset`):
+        showing it cost a batch object and the caller's handling of it per segment."""
         self._finished = True
         self._done = True
-        if error is not None:
-            raise error
-        raise StopIteration
 
     cdef object _scan(self):
-        """Accept batches until one needs Python (returned) or the scan ends (``_end``)."""
+        """Accept batches until one needs Python (returned) or the scan ends (``_end``, None returned)."""
         cdef Py_ssize_t position, local = 0, total = 0
         cdef const uint8_t *p
         cdef uint8_t magic
@@ -1543,7 +1559,8 @@ cdef class RecoveryScan(BatchWalk):
         while True:
             position = self._position
             if not self._advance(&local, &total):
-                return self._end(None)
+                self._end()
+                return None
             p = self._window.data + local
             magic = p[MAGIC_OFFSET]
             if magic == 0 or magic == 1:
@@ -1609,7 +1626,8 @@ cdef class RecoveryScan(BatchWalk):
             if position - self.last_index_entry > self._interval:
                 if not self._index_entry(last, position):
                     self.rejected_entry = (last, position, self.max_timestamp, self.offset_of_max_timestamp)
-                    return self._end(None)
+                    self._end()
+                    return None
                 self.last_index_entry = position
             if magic < MAGIC_V2:
                 self._position = position + total
@@ -1658,14 +1676,14 @@ cdef class RecoveryScan(BatchWalk):
                     and (time_offset < self._last_time_offset or timestamp < self._last_time_timestamp))
                 or (timestamp > self._last_time_timestamp and (time_relative < 0 or time_relative > _MAX_RELATIVE_OFFSET))):
             return False
-        out = self._offsets.reserve(8)
+        out = _reserve(&self._offsets, 8)
         store_be32(out, <uint32_t>relative)
         store_be32(out + 4, <uint32_t>position)
         self._offsets.used += 8
         self._offset_count += 1
         self._last_index_offset = offset
         if timestamp > self._last_time_timestamp:
-            out = self._times.reserve(12)
+            out = _reserve(&self._times, 12)
             store_be64(out, <uint64_t>timestamp)
             store_be32(out + 8, <uint32_t>time_relative)
             self._times.used += 12
