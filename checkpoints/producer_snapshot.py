@@ -150,7 +150,8 @@ def write_producer_snapshot(
     for the snapshot taken at roll (the flush task syncs it later). With ``keep_if_equal`` a regular file at
     ``path`` that already holds exactly these bytes is left as it is (a recovery writing again the snapshots it
     set aside: a read instead of a write and the unlink of the old file). Returns whether it wrote. O(n)."""
-    data = serialize_producer_snapshot(entries)
+    # A partition without producers (a recovery writes one snapshot per segment) needs no serializing call.
+    data = serialize_producer_snapshot(entries) if entries else _EMPTY_SNAPSHOT
     if keep_if_equal and holds(path, data):
         return False
     atomic_write_bytes(path, data, sync=sync)

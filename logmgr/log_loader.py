@@ -540,6 +540,8 @@ class _LoadContext:
         take_snapshot: SnapshotTaker,
     ) -> None:
         self.dir_name = partition_dir.name
+        # Asked once per load rather than per recovered segment (a logger call and its level check each).
+        self.log_recoveries = logger.isEnabledFor(logging.INFO)
         self.config = config
         self.segments = segments
         self.producer_state = producer_state
@@ -625,6 +627,10 @@ class _LoadContext:
                 next_segment_base=None if following is None else following.base_offset,
                 leader_epoch=self.leader_epochs.latest_epoch(),
             )
+            if result.quiet_next_offset is not None:
+                # The valid batches after the last one the observer saw hold no producer id and change no epoch: the
+                # map end offset past them is all their producer-state effect (the scan does not show them).
+                self.producer_state.map_end_offset = result.quiet_next_offset
             truncated = result.truncated_bytes
             next_offset = result.next_offset
             detail = f"{result.batches} valid batches"
@@ -649,7 +655,8 @@ class _LoadContext:
         self.stats.actions.append(
             f"recovered segment {segment.base_offset} ({reason}): {detail}, {truncated} bytes truncated"
         )
-        logger.info("%s: recovered segment %d, %d bytes truncated", self.dir_name, segment.base_offset, truncated)
+        if self.log_recoveries:
+            logger.info("%s: recovered segment %d, %d bytes truncated", self.dir_name, segment.base_offset, truncated)
         return truncated
 
 

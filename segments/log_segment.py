@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Literal, NamedTuple, TypeVar
 
@@ -38,7 +36,7 @@ from segments._native.batches import (
     indexed_position,
     next_offset_from,
 )
-from segments._native.files import open_for_reading, write_if_different
+from segments._native.files import open_for_reading
 from segments.abstract_index import DEFAULT_MAX_INDEX_SIZE, MAX_RELATIVE_OFFSET
 from segments.errors import (
     CorruptIndexError,
@@ -55,7 +53,6 @@ from segments.file_records import (
     batch_view,
     iter_batches,
     open_no_follow,
-    read_at,
 )
 from segments.lazy_index import LazyIndex
 from segments.naming import (
@@ -105,9 +102,11 @@ class LogOffsetPosition:
 
 class RecoveryResult(NamedTuple):
     """What a recovery or index rebuild found: bytes of valid batches, bytes cut, the error that ended the
-    scan (``None`` when the whole file was valid or ended in a partial batch), and the offset after the last valid
+    scan (``None`` when the whole file was valid or ended in a partial batch), the offset after the last valid
     batch (the base offset when there is none: :meth:`LogSegment.read_next_offset` once recovered) when the scan
-    ended without one (``None`` otherwise). A named tuple: made once per recovered segment, where a frozen
+    ended without one (``None`` otherwise), and the offset after the valid magic-2 batches the observer was not
+    shown at the end (``None``: it was shown the last one, or there is none; see
+    :meth:`LogSegment.rebuild_indexes`). A named tuple: made once per recovered segment, where a frozen
     dataclass's ``object.__setattr__`` per field cost a microsecond."""
 
     valid_bytes: int
@@ -115,6 +114,7 @@ class RecoveryResult(NamedTuple):
     batches: int
     error: StorageFormatError | None
     next_offset: int | None = None
+    quiet_next_offset: int | None = None
 
 
 BatchObserver = Callable[[RecordBatch], None]
@@ -167,10 +167,6 @@ def _first_record_in_batch(
         return first_record_at_or_after(batch_view(data), timestamp, starting_offset)
     except StorageFormatError as err:
         raise err.at(path, position_base=position) from None
-
-
-_TIME_ENTRY = struct.Struct(">qi")
-"""A time-index entry: timestamp, offset relative to the segment's base."""
 
 
 class LogSegment(SegmentAppendState):
@@ -703,52 +699,67 @@ class LogSegment(SegmentAppendState):
         leader_epoch: int | None = None,
     ) -> RecoveryResult:
         """Rebuild all three indexes from the ``.log`` with Kafka's recovery rule, without touching the ``.log``.
-        O(size): a compiled header walk with CRC (:class:`segments._native.batches.RecoveryScan`, GIL released
-        over the CRCs); only control batches are decoded. The rebuilt ``.index`` and ``.timeindex`` are written as
-        :meth:`recover` leaves them (Kafka's: both trimmed to their entries, the time index ending with the final
-        entry, the max timestamp, that recovery and close append) by plain file I/O, no index mapped: bytes equal to
-        the file's are not written again, so an index a crash left correct is left untouched (the common case), and
-        a wrong one is rewritten in place to exactly the rebuilt bytes
-        (:func:`segments._native.files.write_if_different`, never through a link, one compiled call per file). Index objects
-        opened before are closed first and reopen from the rebuilt files on next use.
+        O(size): a compiled header walk with CRC (:class:`segments._native.batches.RecoveryScan`, which reads the
+        ``.log`` from its descriptor itself, GIL released over the reads and the CRCs); only control batches are
+        decoded. The rebuilt ``.index`` and ``.timeindex`` are written as :meth:`recover` leaves them (Kafka's: both
+        trimmed to their entries, the time index ending with the final entry, the max timestamp, that recovery and
+        close append) by plain file I/O, no index mapped: bytes equal to the file's are not written again, so an
+        index a crash left correct is left untouched (the common case), and a wrong one is rewritten in place to
+        exactly the rebuilt bytes (:meth:`~segments._native.batches.RecoveryScan.write_indexes`: both files in one
+        compiled call, never through a link). Index objects opened before are closed first and reopen from the
+        rebuilt files on next use.
 
         ``transactions`` carries transactions opened in earlier segments (a fresh tracker when ``None``);
         ``observer`` sees, in order, every valid magic-2 batch that can change producer state or the leader-epoch
         cache (a batch with a producer id, the first batch of each leader-epoch run) and the latest other batch
-        before each of those and at the end (whose producer-state effect, the map end offset, is what the other
-        batches would leave); ``leader_epoch`` is the epoch the caller's leader-epoch cache ends with (None: no
-        entry), so a first run of batches in it is not shown as a new run (assigning it changes nothing). The scan
-        ends at a partial tail or at the first invalid batch, returned as ``error``: a bad CRC or framing
-        (:class:`CorruptRecordError`), or offsets that do not continue the segment (:class:`InvalidOffsetError`):
-        not above the previous batch's, below the base offset, at or past ``next_segment_base``, or beyond the
-        32-bit relative range (:class:`IndexOffsetOverflowError`; :class:`LogSegmentOffsetOverflowError` for a
-        legacy batch that otherwise continues the segment: a real overflow, which :meth:`recover` raises for a
-        split). The batch CRC does not cover the base offset, so a damaged one is only visible this way; Kafka's
+        before each of those (whose producer-state effect, the map end offset, is what the other batches would
+        leave); the other batches after the last one shown are not shown (a segment of such batches alone shows
+        none, the common case of a load): their effect is the result's ``quiet_next_offset``, the map end offset
+        they leave (None when there are none). ``leader_epoch`` is the epoch the caller's leader-epoch cache ends
+        with (None: no entry), so a first run of batches in it is not shown as a new run (assigning it changes
+        nothing). The scan ends at a partial tail or at the first invalid batch, returned as ``error``: a bad CRC
+        or framing (:class:`CorruptRecordError`), or offsets that do not continue the segment
+        (:class:`InvalidOffsetError`): not above the previous batch's, below the base offset, at or past
+        ``next_segment_base``, or beyond the 32-bit relative range (:class:`IndexOffsetOverflowError`;
+        :class:`LogSegmentOffsetOverflowError` for a legacy batch that otherwise continues the segment: a real
+        overflow, which :meth:`recover` raises for a split). The batch CRC does not cover the base offset, so a damaged one is only visible this way; Kafka's
         recovery would instead fail on the next index append and empty the whole segment.
         """
         if not self._writable:
             raise io.UnsupportedOperation(f"{self._directory}: segment {self.base_offset} opened read-only")
         tracker = TransactionTracker() if transactions is None else transactions
-        # The segment's files by name (a string, no Path) when they have no object yet.
-        stem = f"{os.fspath(self._directory)}/{filename_prefix_from_offset(self.base_offset)}"
-        self._reset_txn_index(stem)
+        # The segment's files by name (a string, no Path) when they have no object yet (formatting the directory
+        # costs one interpreted call of its __str__, os.fspath two).
+        stem = f"{self._directory}/{filename_prefix_from_offset(self.base_offset)}"
+        if self._txn_index is not None or not self._txn_index_unlisted:
+            # Most segments of a load have neither a .txnindex object nor a listed file: nothing to empty, no call.
+            self._reset_txn_index(stem)
         max_index_size = self._max_index_size
         log = self._log
         fd: int | None = None
         if log is not None:
-            read, size, log_path = log.read, log.size_in_bytes, str(log.path)
+            # Through the object's read (which a subclass may map elsewhere).
+            source: int | Callable[[int, int], bytes] = log.read
+            size, log_path = log.size_in_bytes, log._path_name
         else:
-            # No .log object yet (a listed segment, the common case of a load): read the file through a descriptor
-            # of its own, closed below; the object (a Path, a later open) is made only for a truncation.
+            # No .log object yet (a listed segment, the common case of a load): the scan reads the file itself
+            # through a descriptor of its own, closed below; the object (a Path, a later open) is made only for a
+            # truncation.
             log_path = stem + LOG_SUFFIX + self._suffix
-            fd, found_size = open_for_reading(log_path)
-            read = partial(read_at, fd, log_path)
+            fd, size = open_for_reading(log_path)
+            source = fd
             try:
-                size = self._listed_size if self._listed_size is not None else self._learn_size(found_size)
+                # The listing's length when it had one, else the fstat's, kept as the learned length while no .log
+                # object exists (see the class doc), so the object a truncation makes starts from it.
+                with _MAKING:
+                    if self._log is None and self._listed_size is None:
+                        self._listed_size = size
+                    elif self._listed_size is not None:
+                        size = self._listed_size
             except BaseException:
                 os.close(fd)
                 raise
-        scan = self._scan(read, size, log_path, next_segment_base, max_index_size, max_index_size, leader_epoch)
+        scan = self._scan(source, size, log_path, next_segment_base, max_index_size, max_index_size, leader_epoch)
         error: StorageFormatError | None = None
         try:
             try:
@@ -772,7 +783,18 @@ class LogSegment(SegmentAppendState):
             finally:
                 if fd is not None:
                     os.close(fd)
-                self._write_rebuilt_indexes(scan, stem)
+                # Index objects opened before are closed (trimmed) first: they reopen from the rebuilt files. A file is
+                # written in place, as Kafka's mapped index is: an index is rebuilt from the .log by any recovery a
+                # crash starts, and made durable by the load's file-system sync.
+                offset_lazy, time_lazy = self._offset_index, self._time_index
+                if offset_lazy is not None:
+                    offset_lazy.unload()
+                if time_lazy is not None:
+                    time_lazy.unload()
+                scan.write_indexes(
+                    stem + INDEX_SUFFIX + self._suffix if offset_lazy is None else offset_lazy.path,
+                    stem + TIME_INDEX_SUFFIX + self._suffix if time_lazy is None else time_lazy.path,
+                )
             rejected = scan.rejected_entry
             if rejected is not None:
                 # An entry the scan refused (a full index, a position beyond 32 bits) is replayed on the indexes at
@@ -790,15 +812,9 @@ class LogSegment(SegmentAppendState):
         # After an error (in the scan or in the handling of a batch it yielded) or a refused index entry the
         # scan's position may be past the batch it stopped at: no next offset then (the caller reads it).
         next_offset = scan.next_offset if error is None and scan.rejected_entry is None else None
-        return RecoveryResult(scan.valid_bytes, size - scan.valid_bytes, scan.batches, error, next_offset)
-
-    def _learn_size(self, size: int) -> int:
-        """Keep ``size``, the ``.log`` length a recovery's ``fstat`` found, as the learned length while no ``.log``
-        object exists (see the class doc), so the object a truncation makes starts from it. O(1)."""
-        with _MAKING:
-            if self._log is None and self._listed_size is None:
-                self._listed_size = size
-        return size
+        return RecoveryResult(
+            scan.valid_bytes, size - scan.valid_bytes, scan.batches, error, next_offset, scan.quiet_next_offset
+        )
 
     def _reset_txn_index(self, stem: str) -> None:
         """Empty the ``.txnindex`` before a rebuild: through its object when one was made, else by name
@@ -816,38 +832,6 @@ class LogSegment(SegmentAppendState):
             return
         os.close(fd)
 
-    def _write_rebuilt_indexes(self, scan: RecoveryScan, stem: str) -> None:
-        """Write the scan's offset and time index entries (with the final time entry) as the ``.index`` and
-        ``.timeindex`` files (named ``stem`` + suffixes when they have no object), closing index objects opened
-        before (they reopen from the files). Each file is compared first and written only where it differs
-        (:func:`~segments._native.files.write_if_different`): an index a crash left correct, the common case, is
-        not modified at all. A file is written in place, as Kafka's mapped index is: an index is rebuilt from the
-        ``.log`` by any recovery a crash starts, and made durable by the load's file-system sync. O(entries)."""
-        time_entries = scan.time_entries
-        final = self._final_time_entry(scan, time_entries)
-        for lazy, kind, entries in (
-            (self._offset_index, INDEX_SUFFIX, scan.offset_entries),
-            (self._time_index, TIME_INDEX_SUFFIX, time_entries + final),
-        ):
-            if lazy is None:
-                path = stem + kind + self._suffix
-            else:
-                lazy.unload()
-                path = os.fspath(lazy.path)
-            write_if_different(path, entries)
-
-    def _final_time_entry(self, scan: RecoveryScan, time_entries: bytes) -> bytes:
-        """The final time-index entry (the max timestamp and its offset) that :meth:`recover` and close append,
-        as bytes: one entry when :meth:`TimeIndex.maybe_append` would take it (a timestamp above the last entry's,
-        or above -1 for an empty index), else none. O(1)."""
-        last_timestamp = (
-            int.from_bytes(time_entries[-TimeIndex.entry_size : -4], "big", signed=True) if time_entries else NO_TIMESTAMP
-        )
-        if scan.max_timestamp <= last_timestamp:
-            return b""
-        # The scan accepted this batch's offset, so its relative offset fits the 32 bits.
-        return _TIME_ENTRY.pack(scan.max_timestamp, scan.offset_of_max_timestamp - self.base_offset)
-
     def recovery_scan(
         self,
         next_segment_base: int | None,
@@ -859,12 +843,12 @@ class LogSegment(SegmentAppendState):
         sizes bound the entries it accepts. O(1); O(size) to iterate."""
         log = self.log
         return self._scan(
-            log.read, log.size_in_bytes, str(log.path), next_segment_base, offset_index_size, time_index_size
+            log.read, log.size_in_bytes, log._path_name, next_segment_base, offset_index_size, time_index_size
         )
 
     def _scan(
         self,
-        read: Callable[[int, int], bytes],
+        source: int | Callable[[int, int], bytes],
         size: int,
         path: str,
         next_segment_base: int | None,
@@ -872,10 +856,11 @@ class LogSegment(SegmentAppendState):
         time_index_size: int,
         leader_epoch: int | None = None,
     ) -> RecoveryScan:
-        """:meth:`recovery_scan` over the ``size`` bytes ``read(position, size)`` gives, errors naming ``path``
+        """:meth:`recovery_scan` over the first ``size`` bytes of the ``.log`` that ``source`` reads (an open
+        descriptor, read by the scan itself, or a ``read(position, size)`` callable), errors naming ``path``
         (``leader_epoch``: see :meth:`rebuild_indexes`). O(1)."""
         return RecoveryScan(
-            read,
+            source,
             size,
             self.base_offset,
             next_segment_base,
@@ -883,8 +868,8 @@ class LogSegment(SegmentAppendState):
             offset_index_size // OffsetIndex.entry_size,
             time_index_size // TimeIndex.entry_size,
             self.check_continues,
-            path=path,
-            leader_epoch=leader_epoch,
+            path,
+            leader_epoch,
         )
 
     def check_continues(

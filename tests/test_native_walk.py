@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from segments._native.batches import (
+    RecoveryScan,
     find_record_by_timestamp,
     find_timestamp,
     next_offset_from,
@@ -39,7 +40,7 @@ from segments.legacy import LegacyRecordBatch
 from segments.log_segment import LogSegment
 from segments.naming import log_file
 from segments.offset_index import OffsetIndex
-from segments.records import DefaultRecordBatch, SimpleRecord, TimestampType, build_batch
+from segments.records import DefaultRecordBatch, RecordBatch, SimpleRecord, TimestampType, build_batch
 from segments.time_index import TimeIndex
 from segments.transactions import TransactionTracker
 from tests.faults.test_hostile_input import mutate, mutations, valid_legacy_entry, valid_v2_batch
@@ -722,7 +723,7 @@ def test_recover_matches_kafkas_loop(tmp_path_factory: pytest.TempPathFactory, d
         segment.close()
 
 
-def test_recover_observer_sees_producer_and_epoch_batches_and_the_last(tmp_path: Path) -> None:
+def test_recover_observer_sees_producer_and_epoch_batches_and_the_result_ends_the_rest(tmp_path: Path) -> None:
     epochs = [0, 0, 0, 1, 1, 1, 1]
     producers = [-1, -1, 7, -1, -1, -1, -1]
     data = b"".join(
@@ -744,10 +745,106 @@ def test_recover_observer_sees_producer_and_epoch_batches_and_the_last(tmp_path:
         result = segment.recover(observer=lambda batch, seen=seen: seen.append(batch.base_offset), leader_epoch=known)
         segment.close()
         assert result.batches == 7 and result.error is None
+        # 4-6 are not shown: the map end offset they leave is the result's.
+        assert result.quiet_next_offset == 7
         seen_by_epoch[known] = seen
-    # 0 starts epoch 0; 1 is the batch before the producer's 2; 3 starts epoch 1; 6 is the last.
-    assert seen_by_epoch[None] == [0, 1, 2, 3, 6]
+    # 0 starts epoch 0; 1 is the batch before the producer's 2; 3 starts epoch 1.
+    assert seen_by_epoch[None] == [0, 1, 2, 3]
     # A cache already ending with epoch 0 needs no assign for batch 0: not shown. Epoch 1 differs from the
     # cache's (the observer decides), so batch 0 is shown then.
-    assert seen_by_epoch[0] == [1, 2, 3, 6]
-    assert seen_by_epoch[1] == [0, 1, 2, 3, 6]
+    assert seen_by_epoch[0] == [1, 2, 3]
+    assert seen_by_epoch[1] == [0, 1, 2, 3]
+
+
+def test_recover_quiet_next_offset_is_none_after_a_shown_last_batch_and_set_before_damage(tmp_path: Path) -> None:
+    """The result ends the batches the observer was not shown: none when the last valid batch was shown (a
+    producer's), the offset after the last valid one when damage follows them (the error is the result's)."""
+    producers = [-1, -1, 7]
+    data = b"".join(
+        build_batch(
+            [SimpleRecord(b"v")],
+            base_offset=n,
+            partition_leader_epoch=0,
+            producer_id=producer,
+            producer_epoch=-1 if producer < 0 else 0,
+            base_sequence=-1 if producer < 0 else 0,
+        )
+        for n, producer in enumerate(producers)
+    )
+    quiet = b"".join(build_batch([SimpleRecord(b"v")], base_offset=n, partition_leader_epoch=0) for n in (3, 4))
+    damaged = bytearray(build_batch([SimpleRecord(b"v")], base_offset=5, partition_leader_epoch=0))
+    damaged[-1] ^= 0xFF
+    for content, shown, quiet_next, batches in (
+        (data, [1, 2], None, 3),
+        (data + quiet + bytes(damaged), [1, 2], 5, 5),
+    ):
+        log_file(tmp_path, 0).write_bytes(content)
+        segment = LogSegment.open(tmp_path, 0)
+        seen: list[int] = []
+
+        def observe(batch: RecordBatch, seen: list[int] = seen) -> None:
+            seen.append(batch.base_offset)
+
+        result = segment.recover(observer=observe, leader_epoch=0)
+        segment.close()
+        assert (seen, result.quiet_next_offset, result.batches) == (shown, quiet_next, batches)
+        assert (result.error is None) == (quiet_next is None)
+
+
+def test_recovery_scan_reads_its_descriptor_and_names_the_file_on_a_failed_read(tmp_path: Path) -> None:
+    """Given a descriptor the scan reads the .log itself (one read of the whole file here); a failed read is an
+    OSError naming the file, the read's size and position (a recovery then cuts the segment, as Kafka does)."""
+    data = b"".join(build_batch([SimpleRecord(b"v" * 100)], base_offset=n) for n in range(3))
+    path = log_file(tmp_path, 0)
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        scan = RecoveryScan(fd, len(data), 0, None, 64, 100, 100, lambda *_: None, str(path), -1)
+        assert list(scan) == [] and scan.batches == 3 and scan.valid_bytes == len(data)
+        assert scan.next_offset == 3 == scan.quiet_next_offset
+    finally:
+        os.close(fd)
+    # A write-only descriptor cannot be read: EBADF, named.
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        with pytest.raises(OSError) as raised:
+            list(RecoveryScan(fd, len(data), 0, None, 64, 100, 100, lambda *_: None, str(path), -1))
+    finally:
+        os.close(fd)
+    assert raised.value.filename == str(path)
+    assert f"read of {len(data)} bytes at position 0" in str(raised.value)
+
+
+def test_write_indexes_leaves_correct_files_untouched_and_names_a_failing_one(tmp_path: Path) -> None:
+    """Both rebuilt index files in one call: bytes already right are not written (same modification time), and a
+    file that cannot be written raises an OSError naming it (a link: never followed)."""
+    data = b"".join(build_batch([SimpleRecord(b"v" * 100, None, 1000 + n)], base_offset=n) for n in range(5))
+    path = log_file(tmp_path, 0)
+    path.write_bytes(data)
+    index, time_index = tmp_path / "0.index", tmp_path / "0.timeindex"
+
+    def scan() -> RecoveryScan:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            # One entry (batch 3, at position 510 > 400) before the last batch: the final entry is the last one's.
+            found = RecoveryScan(fd, len(data), 0, None, 400, 100, 100, lambda *_: None, str(path), -1)
+            list(found)
+        finally:
+            os.close(fd)
+        return found
+
+    first = scan()
+    first.write_indexes(index, time_index)
+    # Entries by the interval rule, then the final time entry (the max timestamp and its offset) the scan adds.
+    assert index.read_bytes() == first.offset_entries == struct.pack(">ii", 3, 510)
+    assert time_index.read_bytes() == first.time_entries + struct.pack(">qi", 1004, 4)
+    assert first.time_entries == struct.pack(">qi", 1003, 3)
+    os.utime(index, ns=(1_000_000_000, 1_000_000_000))
+    os.utime(time_index, ns=(1_000_000_000, 1_000_000_000))
+    scan().write_indexes(index, time_index)
+    assert index.stat().st_mtime_ns == time_index.stat().st_mtime_ns == 1_000_000_000
+    time_index.unlink()
+    time_index.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError) as raised:
+        scan().write_indexes(index, time_index)
+    assert raised.value.filename == str(time_index) and not (tmp_path / "elsewhere").exists()

@@ -203,7 +203,7 @@ class RecoveryScan(Iterator[FileBatch]):
     rejected_entry: tuple[int, int, int, int] | None
     def __init__(
         self,
-        read: Callable[[int, int], bytes | memoryview],
+        source: int | Callable[[int, int], bytes | memoryview],
         limit: int,
         base_offset: int,
         next_segment_base: int | None,
@@ -211,7 +211,6 @@ class RecoveryScan(Iterator[FileBatch]):
         offset_index_capacity: int,
         time_index_capacity: int,
         check_continues: Callable[[int, int, int, int | None, int], None],
-        *,
         path: str | None = None,
         leader_epoch: int | None = None,
     ) -> None: ...
@@ -220,8 +219,11 @@ class RecoveryScan(Iterator[FileBatch]):
     @property
     def next_offset(self) -> int: ...
     @property
+    def quiet_next_offset(self) -> int | None: ...
+    @property
     def offset_entries(self) -> bytes: ...
     @property
     def time_entries(self) -> bytes: ...
+    def write_indexes(self, offset_index_path: str | PathLike[str], time_index_path: str | PathLike[str]) -> None: ...
     def __iter__(self) -> RecoveryScan: ...
     def __next__(self) -> FileBatch: ...

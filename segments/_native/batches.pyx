@@ -13,11 +13,10 @@ Every read of a byte is bounds-checked against the window it lies in; hostile si
 ``segments.errors`` with file positions.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from posix.fcntl cimport O_CLOEXEC, O_RDONLY, open
@@ -25,7 +24,15 @@ from posix.stat cimport fstat, struct_stat
 from posix.unistd cimport close
 
 from segments._native.crc32c cimport logmgr_crc32c, logmgr_crc32c_init
-from segments._native.fileio cimport O_NOFOLLOW, encoded_path, pread_full
+from segments._native.fileio cimport (
+    FILE_OK,
+    O_NOFOLLOW,
+    FileOutcome,
+    encoded_path,
+    file_failure,
+    pread_full,
+    write_if_different_at,
+)
 from segments._native.index cimport search_slot
 
 
@@ -483,6 +490,8 @@ cdef class BatchWalk:
     iterator of :class:`FileBatch`. O(bytes) over the whole walk, O(1) Python objects per batch."""
 
     cdef object _read
+    # The descriptor windows are read from when there is no ``_read`` (-1: none).
+    cdef int _fd
     cdef object _path
     cdef Py_ssize_t _position
     cdef Py_ssize_t _limit
@@ -503,6 +512,7 @@ cdef class BatchWalk:
         if _default_type is None:
             raise RuntimeError("segments._native.batches.register() was not called")
         self._read = read
+        self._fd = -1
         self._path = path
         self._position = start
         self._limit = limit
@@ -530,9 +540,17 @@ cdef class BatchWalk:
             return False
         self._window_size = min(self._window_size * 2, <Py_ssize_t>WINDOW_BYTES)
         want = max(min(self._window_size, self._limit - self._position), at_least)
-        self._window = _window_of(self._read(self._position, want))
+        self._window = _window_of(self._read_window(self._position, want))
         self._window_start = self._position
         return self._window.size >= at_least
+
+    cdef object _read_window(self, Py_ssize_t position, Py_ssize_t size):
+        """Up to ``size`` bytes of the walked file from ``position`` (short only at its end): ``read``'s, or without
+        one read from the descriptor ``_fd`` here (no Python call, no bytes object but the window; a failure raises
+        ``OSError`` naming the file, the read's size and position)."""
+        if self._read is None:
+            return _read_range(self._fd, position, size, self._path)
+        return self._read(position, size)
 
     cdef bint _advance(self, Py_ssize_t *local_out, Py_ssize_t *total_out) except -1:
         """Locate the batch at the current position in the window (fetching as needed), with Kafka's file rule:
@@ -1311,26 +1329,36 @@ def find_record_by_timestamp(region, int32_t count, int64_t base_offset, int64_t
 cdef int64_t _MAX_RELATIVE_OFFSET = 2147483647
 
 
-cdef class _Entries:
-    """A growing buffer of big-endian index entries (the bytes an index file holds)."""
+cdef struct _Entries:
+    # A growing buffer of big-endian index entries (the bytes an index file holds): ``used`` bytes of ``size``
+    # allocated at ``data`` (NULL until the first entry). A C buffer of the scan rather than an object: a recovery
+    # makes two per segment.
+    uint8_t *data
+    Py_ssize_t used
+    Py_ssize_t size
 
-    cdef bytearray data
-    cdef Py_ssize_t used
 
-    def __cinit__(self):
-        # A recovered segment's index holds a few dozen entries (one per ``index.interval.bytes``); the buffer
-        # doubles as needed, so a small start zeroes no page per segment.
-        self.data = bytearray(256)
-        self.used = 0
+cdef uint8_t *_reserve(_Entries *entries, Py_ssize_t n) except NULL:
+    """Room for ``n`` more bytes at the end of ``entries`` (doubling from 256 bytes: a recovered segment's index
+    holds a few dozen entries, one per ``index.interval.bytes``). O(1) amortized."""
+    cdef Py_ssize_t size
+    cdef uint8_t *grown
+    if entries.used + n > entries.size:
+        size = max(entries.size * 2, entries.used + n, <Py_ssize_t>256)
+        grown = <uint8_t *>PyMem_Realloc(entries.data, <size_t>size)
+        if grown == NULL:
+            raise MemoryError()
+        entries.data = grown
+        entries.size = size
+    return entries.data + entries.used
 
-    cdef uint8_t *reserve(self, Py_ssize_t n) except NULL:
-        cdef Py_ssize_t size = len(self.data)
-        if self.used + n > size:
-            self.data.extend(bytes(max(size, n)))
-        return <uint8_t *>PyByteArray_AS_STRING(self.data) + self.used
 
-    cdef bytes take(self):
-        return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(self.data), self.used)
+cdef const char *_NO_ENTRIES = b""
+
+
+cdef inline const char *_entry_bytes(_Entries *entries) noexcept nogil:
+    """The entries' bytes (a valid pointer even before the first entry)."""
+    return <const char *>entries.data if entries.data != NULL else _NO_ENTRIES
 
 
 cdef class RecoveryScan(BatchWalk):
@@ -1341,14 +1369,23 @@ cdef class RecoveryScan(BatchWalk):
     Iterating it yields only the magic-2 batches whose bookkeeping needs Python (producer state, transactions,
     leader epochs): a batch with a producer id, the first batch of each leader-epoch run (a first run in
     ``leader_epoch``, the epoch the caller's cache already ends with, is not a new run: assigning it would change
-    nothing), and the latest other batch before each of those and before the end (its producer-state effect, the map end offset, is what the
-    skipped ones would have left). A yielded batch with a producer id counts as valid only when the next item is
-    asked, so an error raised while handling it leaves :attr:`valid_bytes` at its start, as in Kafka's loop.
+    nothing), and the latest other batch before each of those (its producer-state effect, the map end offset, is
+    what the skipped ones would have left). The other batches after the last one shown are not shown at all (most
+    segments show nothing): :attr:`quiet_next_offset` is the offset after them, the map end offset they would
+    leave. A yielded batch with a producer id counts as valid only when the next item is asked, so an error raised
+    while handling it leaves :attr:`valid_bytes` at its start, as in Kafka's loop.
+
+    The ``.log`` is read in windows of up to ``WINDOW_BYTES`` (a whole file up to that size in one read of exactly
+    its length: no read only confirms the end) from ``source``: an open descriptor, which the scan reads itself
+    (``pread`` into windows it owns, GIL released, no Python call; a failed read raises ``OSError`` naming the
+    file, the read's size and position), or a ``read(position, size)`` callable (a ``.log`` object's, which may
+    map the positions elsewhere: an offline plan's piece of a file).
 
     The scan ends at the end of the file, a partial batch, or the first invalid batch, whose error is raised
     (``CorruptRecordError``, or ``InvalidOffsetError`` from ``check_continues``); an index entry the index would
     refuse ends it with :attr:`rejected_entry` set instead (the caller replays that append to raise the index's
-    own error). Afterwards :attr:`offset_entries` / :attr:`time_entries` hold the index files' bytes. O(bytes).
+    own error). Afterwards :attr:`offset_entries` / :attr:`time_entries` hold the index files' bytes and
+    :meth:`write_indexes` writes the files. O(bytes).
     """
 
     cdef int64_t _base_offset
@@ -1380,16 +1417,22 @@ cdef class RecoveryScan(BatchWalk):
     cdef _Window _quiet_window
     cdef Py_ssize_t _quiet_local
     cdef Py_ssize_t _quiet_position
+    cdef int64_t _quiet_last
     cdef object _held
     cdef bint _finished
 
-    def __init__(self, read, Py_ssize_t limit, int64_t base_offset, next_segment_base, int64_t index_interval_bytes,
-                 int64_t offset_index_capacity, int64_t time_index_capacity, check_continues, *, path=None,
-                 leader_epoch=None):
-        """``read(position, size)`` fetches the ``.log`` bytes ``[0, limit)``; ``*_capacity`` are the indexes' slot
+    def __init__(self, source, Py_ssize_t limit, int64_t base_offset, next_segment_base,
+                 int64_t index_interval_bytes, int64_t offset_index_capacity, int64_t time_index_capacity,
+                 check_continues, path=None, leader_epoch=None):
+        """Scan the ``.log`` bytes ``[0, limit)`` of ``source``: an open descriptor (the caller keeps it open while
+        iterating and closes it) or a ``read(position, size)`` callable; ``*_capacity`` are the indexes' slot
         counts at their maximum size; ``check_continues(first, last, next_offset, next_segment_base, position)``
         raises for offsets that do not continue the segment."""
-        self._start(read, 0, limit, path, None, None)
+        if type(source) is int:
+            self._start(None, 0, limit, path, None, None)
+            self._fd = source
+        else:
+            self._start(source, 0, limit, path, None, None)
         # Recovery reads the whole file: one read of it (up to the largest window) rather than windows growing
         # from 64 KiB, each re-reading the batch cut by the previous one (_fetch doubles this first).
         self._window_size = (min(max(limit, FIRST_WINDOW_BYTES), WINDOW_BYTES) + 1) // 2
@@ -1407,8 +1450,8 @@ cdef class RecoveryScan(BatchWalk):
         self.offset_of_max_timestamp = -1
         self.last_index_entry = 0
         self.rejected_entry = None
-        self._offsets = _Entries()
-        self._times = _Entries()
+        self._offsets.used = 0
+        self._times.used = 0
         self._last_index_offset = 0
         self._last_time_timestamp = -1
         self._last_time_offset = base_offset
@@ -1416,6 +1459,10 @@ cdef class RecoveryScan(BatchWalk):
         if leader_epoch is not None:
             self._have_epoch = True
             self._epoch = leader_epoch
+
+    def __dealloc__(self):
+        PyMem_Free(self._offsets.data)
+        PyMem_Free(self._times.data)
 
     @property
     def valid_bytes(self):
@@ -1430,21 +1477,66 @@ cdef class RecoveryScan(BatchWalk):
         return <object>self._last_offset + 1
 
     @property
+    def quiet_next_offset(self):
+        """The offset after the latest valid batch not shown (a magic-2 batch without producer id in the leader epoch
+        of the batch before it), when no batch was shown after it; else None. Once the scan has ended: where the
+        batches after the last one shown leave the map end offset (None: the last shown, or none, is where the
+        valid magic-2 batches end). O(1)."""
+        # Exact in Python, as next_offset.
+        return <object>self._quiet_last + 1 if self._quiet else None
+
+    @property
     def offset_entries(self):
         """The ``.index`` bytes of the entries found. O(entries)."""
-        return self._offsets.take()
+        return PyBytes_FromStringAndSize(_entry_bytes(&self._offsets), self._offsets.used)
 
     @property
     def time_entries(self):
         """The ``.timeindex`` bytes of the entries found. O(entries)."""
-        return self._times.take()
+        return PyBytes_FromStringAndSize(_entry_bytes(&self._times), self._times.used)
+
+    def write_indexes(self, offset_index_path, time_index_path):
+        """Write the ``.index`` and ``.timeindex`` the scan rebuilt as a recovery leaves them (Kafka's: trimmed to
+        their entries, the time index ending with the final entry that recovery and close append: the max
+        timestamp and the last offset of its batch, when the index would take it, i.e. a timestamp above its last
+        entry's, any for an empty index). Each file is compared first and written only where it differs, never
+        through a link (:func:`~segments._native.fileio.write_if_different_at`): an index a crash left correct is
+        not modified at all. Both files in one compiled call, the GIL released over the system calls (per file:
+        open, one read of one byte more than the entries, a second read confirming the end of a shorter file, a
+        write and a truncation only where needed, close); the first failure raises ``OSError`` naming its file
+        (the time index is then not written). O(entries)."""
+        cdef bytes offset_name = encoded_path(offset_index_path)
+        cdef bytes time_name = encoded_path(time_index_path)
+        cdef const char *offset_c = offset_name
+        cdef const char *time_c = time_name
+        cdef Py_ssize_t offset_size = self._offsets.used
+        cdef Py_ssize_t time_size = self._times.used
+        cdef uint8_t *final
+        cdef const char *offset_data
+        cdef const char *time_data
+        cdef bint time_failed = False
+        cdef FileOutcome out
+        if self.max_timestamp > self._last_time_timestamp:
+            # After the kept entries, not counted among them (time_entries stays the scanned entries). The scan
+            # accepted the batch holding the max, so its offset relative to the base fits the 32 bits.
+            final = _reserve(&self._times, 12)
+            store_be64(final, <uint64_t>self.max_timestamp)
+            store_be32(final + 8, <uint32_t>(self.offset_of_max_timestamp - self._base_offset))
+            time_size += 12
+        offset_data = _entry_bytes(&self._offsets)
+        time_data = _entry_bytes(&self._times)
+        with nogil:
+            write_if_different_at(offset_c, offset_data, offset_size, &out)
+            if out.step == FILE_OK:
+                time_failed = True
+                write_if_different_at(time_c, time_data, time_size, &out)
+        if out.step != FILE_OK:
+            raise file_failure(&out, time_c, time_size) if time_failed else file_failure(&out, offset_c, offset_size)
 
     def __next__(self):
         cdef object item
         if self._held is not None:
             item, self._held = self._held, None
-            if isinstance(item, BaseException):
-                raise item
             return item
         if self._pending:
             self._position += self._pending_total
@@ -1453,26 +1545,24 @@ cdef class RecoveryScan(BatchWalk):
         if self._finished:
             raise StopIteration
         try:
-            return self._scan()
-        except (CorruptRecordError, InvalidOffsetError) as err:
-            return self._end(err)
+            item = self._scan()
+        except (CorruptRecordError, InvalidOffsetError):
+            self._end()
+            raise
+        if item is None:
+            # Raised here, in __next__ itself, Cython ends the iteration without an exception object or a traceback
+            # (raised from a cdef method it built one through every frame: most of a scan's Python overhead).
+            raise StopIteration
+        return item
 
-    cdef object _end(self, object error):
-        """Finish: show the latest quiet batch first (if any), then raise ``error`` or stop."""
-        cdef object quiet
+    cdef void _end(self) noexcept:
+        """Finish. The latest quiet batch, if any, is not shown (the caller reads :attr:`quiet_next_offset`):
+        showing it cost a batch object and the caller's handling of it per segment."""
         self._finished = True
         self._done = True
-        if self._quiet:
-            self._quiet = False
-            quiet = _file_batch(self._quiet_position, _view_in(self._quiet_window, self._quiet_local), self._path)
-            self._held = error
-            return quiet
-        if error is not None:
-            raise error
-        raise StopIteration
 
     cdef object _scan(self):
-        """Accept batches until one needs Python (returned) or the scan ends (``_end``)."""
+        """Accept batches until one needs Python (returned) or the scan ends (``_end``, None returned)."""
         cdef Py_ssize_t position, local = 0, total = 0
         cdef const uint8_t *p
         cdef uint8_t magic
@@ -1484,7 +1574,8 @@ cdef class RecoveryScan(BatchWalk):
         while True:
             position = self._position
             if not self._advance(&local, &total):
-                return self._end(None)
+                self._end()
+                return None
             p = self._window.data + local
             magic = p[MAGIC_OFFSET]
             if magic == 0 or magic == 1:
@@ -1550,7 +1641,8 @@ cdef class RecoveryScan(BatchWalk):
             if position - self.last_index_entry > self._interval:
                 if not self._index_entry(last, position):
                     self.rejected_entry = (last, position, self.max_timestamp, self.offset_of_max_timestamp)
-                    return self._end(None)
+                    self._end()
+                    return None
                 self.last_index_entry = position
             if magic < MAGIC_V2:
                 self._position = position + total
@@ -1566,6 +1658,7 @@ cdef class RecoveryScan(BatchWalk):
                 self._quiet_window = self._window
                 self._quiet_local = local
                 self._quiet_position = position
+                self._quiet_last = last
                 self._position = position + total
                 self.batches += 1
                 continue
@@ -1598,14 +1691,14 @@ cdef class RecoveryScan(BatchWalk):
                     and (time_offset < self._last_time_offset or timestamp < self._last_time_timestamp))
                 or (timestamp > self._last_time_timestamp and (time_relative < 0 or time_relative > _MAX_RELATIVE_OFFSET))):
             return False
-        out = self._offsets.reserve(8)
+        out = _reserve(&self._offsets, 8)
         store_be32(out, <uint32_t>relative)
         store_be32(out + 4, <uint32_t>position)
         self._offsets.used += 8
         self._offset_count += 1
         self._last_index_offset = offset
         if timestamp > self._last_time_timestamp:
-            out = self._times.reserve(12)
+            out = _reserve(&self._times, 12)
             store_be64(out, <uint64_t>timestamp)
             store_be32(out + 8, <uint32_t>time_relative)
             self._times.used += 12

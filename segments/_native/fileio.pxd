@@ -1,18 +1,25 @@
 # cython: language_level=3
 """Descriptor I/O shared by the compiled modules: whole-range ``pread``/``pwrite``/``pwritev`` loops (errno results,
-no GIL, no Python object), block reservation past a file's end (``reserve_blocks``) and a path's file-system bytes
-for ``open(2)``. Files are opened with ``O_NOFOLLOW``: Kafka never links files in a log dir, and following one would
-read or write outside it."""
+no GIL, no Python object), block reservation past a file's end (``reserve_blocks``), a path's file-system bytes
+for ``open(2)``, and small whole files compared and written only where they differ (``write_if_different_at``, the
+``OSError`` of a failure from ``file_failure``). Files are opened with ``O_NOFOLLOW``: Kafka never links files in a
+log dir, and following one would read or write outside it."""
 
-from libc.errno cimport EINTR, EIO, errno
+from libc.errno cimport EINTR, EIO, ELOOP, errno
 from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, strerror
+from posix.fcntl cimport O_CLOEXEC, O_CREAT, O_RDWR, open
+from posix.stat cimport S_ISREG, fstat, struct_stat
 from posix.types cimport off_t
 from posix.uio cimport iovec, pwritev
-from posix.unistd cimport pread, pwrite
+from posix.unistd cimport close, ftruncate, pread, pwrite
 
 
 cdef extern from "Python.h":
     bytes PyUnicode_EncodeFSDefault(object)
+    object PyUnicode_DecodeFSDefault(const char *)
+    object PyUnicode_DecodeLocale(const char *, const char *)
     object PyOS_FSPath(object)
 
 cdef extern from "<limits.h>" nogil:
@@ -109,3 +116,120 @@ cdef inline bytes encoded_path(path):
     if b"\0" in encoded:
         raise ValueError(f"embedded null byte in path {path!r}")
     return encoded
+
+
+cdef enum FileStep:
+    # Where a call on a small whole file failed (errno in FileOutcome.error); FILE_OK when it did not.
+    FILE_OK = 0
+    FILE_OPEN
+    FILE_STAT
+    FILE_READ
+    FILE_WRITE
+    FILE_TRUNCATE
+    FILE_CLOSE
+    FILE_MEMORY
+
+
+cdef struct FileOutcome:
+    FileStep step
+    int error
+    # The file starts with the bytes compared (``found`` bytes there: read, up to one more than compared, or the
+    # length fstat gave); ``asked`` the bytes a read asked for (named by a read's failure).
+    bint starts_with
+    Py_ssize_t found
+    Py_ssize_t asked
+
+
+cdef inline void compare_file(int fd, const char *data, Py_ssize_t size, bint require_regular,
+                              FileOutcome *out) noexcept nogil:
+    """Whether the open file ``fd`` starts with ``data`` (``out.starts_with``, ``out.found`` the bytes there: the
+    file holds exactly ``data`` when that is ``size``); ``out.step`` says which call failed.
+
+    With ``require_regular`` (a file opened read-only, which may be anything) one ``fstat`` tells a file that is not
+    a regular one (not a match) and gives the length: a length other than ``size`` is no match, with nothing read,
+    and an equal one is read in one ``pread`` of exactly ``size`` bytes. Otherwise (a file opened for writing: a
+    FIFO or a device fails the read, as it would the write) one read of ``size + 1`` bytes, the byte more telling a
+    longer file apart; a shorter file costs a second ``pread`` confirming its end."""
+    cdef struct_stat info
+    cdef char *buffer
+    cdef Py_ssize_t got
+    cdef Py_ssize_t wanted = size + 1
+    out.starts_with = False
+    out.found = 0
+    if require_regular:
+        if fstat(fd, &info) != 0:
+            out.step = FILE_STAT
+            out.error = errno
+            return
+        if not S_ISREG(info.st_mode):
+            return
+        out.found = <Py_ssize_t>info.st_size
+        if info.st_size != size:
+            return
+        if size == 0:
+            out.starts_with = True
+            return
+        wanted = size
+    out.asked = wanted
+    buffer = <char *>malloc(<size_t>wanted)
+    if buffer == NULL:
+        out.step = FILE_MEMORY
+        return
+    out.error = pread_full(fd, buffer, wanted, 0, &got)
+    if out.error != 0:
+        out.step = FILE_READ
+    else:
+        out.found = got
+        out.starts_with = got >= size and memcmp(buffer, data, <size_t>size) == 0
+    free(buffer)
+
+
+cdef inline void write_if_different_at(const char *path, const char *data, Py_ssize_t size,
+                                       FileOutcome *out) noexcept nogil:
+    """Make the file at ``path`` (created if missing, never through a link) hold exactly ``data``: compared first
+    (:func:`compare_file`), written only where it differs, a longer file cut to ``size``. A file that already holds
+    the bytes is not modified at all (no dirty page, no new modification time). ``out.step`` says which call
+    failed (``FILE_OK``: none)."""
+    cdef int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o666)
+    out.step = FILE_OK
+    if fd < 0:
+        out.step = FILE_OPEN
+        out.error = errno
+        return
+    compare_file(fd, data, size, False, out)
+    if out.step == FILE_OK and not out.starts_with:
+        out.error = pwrite_full(fd, data, size, 0)
+        if out.error != 0:
+            out.step = FILE_WRITE
+    if out.step == FILE_OK and out.found > size:
+        # A longer file (an active segment's preallocated index): cut to the bytes.
+        if ftruncate(fd, <off_t>size) != 0:
+            out.step = FILE_TRUNCATE
+            out.error = errno
+    if close(fd) != 0 and out.step == FILE_OK:
+        out.step = FILE_CLOSE
+        out.error = errno
+
+
+cdef inline object file_failure(FileOutcome *out, const char *path, Py_ssize_t size):
+    """The exception of a failed call of ``out`` on the file at ``path`` (its file-system bytes): an ``OSError``
+    naming the file (and the action, for calls on a descriptor), as ``segments.file_records.located_error`` words
+    it; ``MemoryError`` when no compare buffer could be had."""
+    cdef int error = out.error
+    name = PyUnicode_DecodeFSDefault(path)
+    if out.step == FILE_MEMORY:
+        return MemoryError(f"{name}: {size + 1} bytes to compare")
+    if out.step == FILE_OPEN and error == ELOOP:
+        return OSError(ELOOP, "is a symbolic link, which is never followed", name)
+    message = PyUnicode_DecodeLocale(strerror(error), "surrogateescape")
+    if out.step == FILE_OPEN or out.step == FILE_CLOSE:
+        return OSError(error, message, name)
+    if out.step == FILE_STAT:
+        action = "stat"
+    elif out.step == FILE_READ:
+        action = f"read of {out.asked} bytes"
+    elif out.step == FILE_WRITE:
+        action = f"write of {size} bytes"
+    else:
+        action = f"truncation to {size} bytes"
+    return OSError(error, f"{message} ({action})", name)
