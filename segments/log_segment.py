@@ -749,13 +749,7 @@ class LogSegment(SegmentAppendState):
             fd, size = open_for_reading(log_path)
             source = fd
             try:
-                # The listing's length when it had one, else the fstat's, kept as the learned length while no .log
-                # object exists (see the class doc), so the object a truncation makes starts from it.
-                with _MAKING:
-                    if self._log is None and self._listed_size is None:
-                        self._listed_size = size
-                    elif self._listed_size is not None:
-                        size = self._listed_size
+                size = self._learn_size(size)
             except BaseException:
                 os.close(fd)
                 raise
@@ -815,6 +809,17 @@ class LogSegment(SegmentAppendState):
         return RecoveryResult(
             scan.valid_bytes, size - scan.valid_bytes, scan.batches, error, next_offset, scan.quiet_next_offset
         )
+
+    def _learn_size(self, size: int) -> int:
+        """The ``.log`` length while no ``.log`` object exists: the one learned before (the listing's) if any, else
+        ``size`` (an ``fstat``'s: a recovery's, or a clean load's end check), kept as the learned length (see the
+        class doc), so the object a truncation makes starts from it. O(1)."""
+        with _MAKING:
+            if self._log is None and self._listed_size is None:
+                self._listed_size = size
+            elif self._listed_size is not None:
+                size = self._listed_size
+        return size
 
     def _reset_txn_index(self, stem: str) -> None:
         """Empty the ``.txnindex`` before a rebuild: through its object when one was made, else by name
