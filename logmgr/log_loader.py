@@ -476,7 +476,7 @@ def _open_segments(
     opened = LogSegment.listed(
         partition_dir,
         bases,
-        txn_indexes_listed=None if txn_names is None else [name is not None for name in txn_names],
+        txn_indexes_listed=[False] * len(bases) if txn_names is None else [name is not None for name in txn_names],
         roll_jitters_ms=config.random_segment_jitters(_JITTER_RNG, len(bases)),
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,

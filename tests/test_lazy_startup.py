@@ -464,3 +464,20 @@ def test_concurrent_first_size_reads_learn_one_length(
     assert made == wanted and all(row == wanted for row in seen)
     assert all(segment.open_files == () for segment in segments)
     log.close()
+
+
+def test_bug_a_load_without_txnindex_files_took_each_segment_for_one_with_a_txnindex(written: Written) -> None:
+    # A listing without any .txnindex left every segment "listed" (the segment setup's default), so each recovery
+    # of an unclean load tried to open one to empty it: a failed open per segment.
+    root, _ = written
+    directory = root / "t-0"
+    assert not list(directory.glob("*.txnindex"))
+    for had_clean_shutdown in (True, False):
+        log = load_log(directory, CONFIG, clock=ManualClock(T0 + 10**9), had_clean_shutdown=had_clean_shutdown)
+        assert all(segment._txn_index_unlisted for segment in log.segments.values())
+        log.close()
+    assert list(root.joinpath("t-1").glob("*.txnindex"))
+    log = clean_load(root / "t-1")
+    listed = {int(path.stem) for path in root.joinpath("t-1").glob("*.txnindex")}
+    assert {s.base_offset for s in log.segments.values() if not s._txn_index_unlisted} == listed
+    log.close()
