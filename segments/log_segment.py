@@ -311,23 +311,18 @@ class LogSegment(SegmentAppendState):
         of them all (default: ``clock`` now). All in one call, with no interpreted frame per segment: a load makes
         every segment of every partition. O(len(base_offsets))."""
         count = len(base_offsets)
-        created = int(clock() * 1000) if created_ms is None else created_ms
-        segments: list[LogSegment] = []
-        new = cls.__new__
-        for base_offset, size, txn_index_listed, roll_jitter_ms in zip(
-            base_offsets,
-            [None] * count if sizes is None else sizes,
-            [True] * count if txn_indexes_listed is None else txn_indexes_listed,
-            [0] * count if roll_jitters_ms is None else roll_jitters_ms,
-            strict=True,
-        ):
-            segment = new(cls)
-            segment._setup(
-                directory, base_offset, "", size, writable, max_index_size, index_interval_bytes, roll_jitter_ms,
-                clock, created, txn_index_listed,
-            )
-            segments.append(segment)
-        return segments
+        return cls._listed(
+            directory,
+            list(base_offsets),
+            [None] * count if sizes is None else list(sizes),
+            [True] * count if txn_indexes_listed is None else list(txn_indexes_listed),
+            [0] * count if roll_jitters_ms is None else list(roll_jitters_ms),
+            writable,
+            max_index_size,
+            index_interval_bytes,
+            clock,
+            int(clock() * 1000) if created_ms is None else created_ms,
+        )
 
     @property
     def log(self) -> FileRecords:

@@ -1,5 +1,5 @@
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from segments.append_origin import AppendOrigin
 from segments.errors import CorruptRecordError
@@ -12,6 +12,8 @@ SCAN_TOO_LARGE: int
 SCAN_INCOMPLETE: int
 SCAN_OFFSET_OVERFLOW: int
 SCAN_INVALID: int
+
+_S = TypeVar("_S", bound="SegmentAppendState")
 
 class AppendScan:
     @property
@@ -216,6 +218,20 @@ class SegmentAppendState:
         created_ms: int | None = None,
         txn_index_listed: bool = True,
     ) -> None: ...
+    @classmethod
+    def _listed(
+        cls: type[_S],
+        directory: Any,
+        base_offsets: list[int],
+        sizes: list[int | None],
+        txn_indexes_listed: list[bool],
+        roll_jitters_ms: list[int],
+        writable: bool,
+        max_index_size: int,
+        index_interval_bytes: int,
+        clock: Callable[[], float],
+        created_ms: int,
+    ) -> list[_S]: ...
     def _set_log(self, log: FileAppendState) -> None: ...
     def _set_index_holders(self, offset_index: LazyIndexState | None, time_index: LazyIndexState | None) -> None: ...
     _txn_index: Any
