@@ -726,9 +726,7 @@ class LogSegment(SegmentAppendState):
         # The segment's files by name (a string, no Path) when they have no object yet (formatting the directory
         # costs one interpreted call of its __str__, os.fspath two).
         stem = f"{self._directory}/{filename_prefix_from_offset(self.base_offset)}"
-        if self._txn_index is not None or not self._txn_index_unlisted:
-            # Most segments of a load have neither a .txnindex object nor a listed file: nothing to empty, no call.
-            self._reset_txn_index(stem)
+        self._reset_txn_index(stem)
         max_index_size = self._max_index_size
         log = self._log
         fd: int | None = None

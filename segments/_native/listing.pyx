@@ -11,6 +11,8 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcmp, strlen
 from posix.stat cimport S_ISLNK, S_ISREG, struct_stat
 
+from segments._native.fileio cimport encoded_path
+
 
 cdef extern from "Python.h":
     Py_ssize_t PyUnicode_Tailmatch(object text, object suffix, Py_ssize_t start, Py_ssize_t end,
@@ -19,7 +21,6 @@ cdef extern from "Python.h":
     const char *PyUnicode_DATA(object text)
     object PyUnicode_DecodeFSDefaultAndSize(const char *text, Py_ssize_t size)
     bytes PyUnicode_EncodeFSDefault(object text)
-    object PyOS_FSPath(object path)
     object PyErr_SetFromErrnoWithFilenameObject(object kind, object filename)
 
 cdef extern from "<dirent.h>" nogil:
@@ -110,12 +111,7 @@ def list_directory(path, tuple suffixes):
     cdef list groups = [by_suffix[key] for key in suffixes]
     cdef set files = set()
     cdef set links = set()
-    cdef object fs_path = PyOS_FSPath(path)
-    cdef bytes raw_path
-    if isinstance(fs_path, str):
-        raw_path = PyUnicode_EncodeFSDefault(fs_path)
-    else:
-        raw_path = fs_path
+    cdef bytes raw_path = encoded_path(path)
     cdef DIR *directory
     cdef dirent *entry
     cdef const char *name
